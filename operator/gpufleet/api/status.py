@@ -1,0 +1,203 @@
+"""The InferencePool status: what the operator observed and decided.
+
+The operator owns status and writes it once per pass, only when it changed. Besides what a
+user reads, status carries the small state the planner needs across passes (capacity
+feedback, pending scale-downs), so a restarted operator decides exactly as the old one would.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.alias_generators import to_camel
+
+Text = Annotated[str, StringConstraints(max_length=1024)]
+
+
+class StatusModel(BaseModel):
+    """Base for status models: camelCase, tolerant of fields a newer operator wrote."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+
+
+class ConditionType(StrEnum):
+    """The conditions every pool carries."""
+
+    READY = "Ready"
+    OBJECTIVES_MET = "ObjectivesMet"
+    METRICS_AVAILABLE = "MetricsAvailable"
+    DEGRADED = "Degraded"
+    ROUTING_APPLIED = "RoutingApplied"
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Reason(StrEnum):
+    """Every reason a condition or decision can carry (documented in the README)."""
+
+    # Ready
+    TIERS_READY = "TiersReady"
+    REPLICAS_STARTING = "ReplicasStarting"
+    NO_READY_REPLICAS = "NoReadyReplicas"
+    INVALID_SPEC = "InvalidSpec"
+    # ObjectivesMet
+    OBJECTIVES_MET = "ObjectivesMet"
+    AWAITING_METRICS = "AwaitingMetrics"
+    LATENCY_ABOVE_TARGET = "LatencyAboveTarget"
+    INSUFFICIENT_CAPACITY = "InsufficientCapacity"
+    COST_ABOVE_TARGET = "CostAboveTarget"
+    NO_ELIGIBLE_TIER = "NoEligibleTier"
+    # MetricsAvailable
+    METRICS_FOUND = "MetricsFound"
+    PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
+    NO_METRICS = "NoMetrics"
+    STALE_METRICS = "StaleMetrics"
+    METRICS_NOT_CONFIGURED = "MetricsNotConfigured"
+    # Degraded
+    AS_PLANNED = "AsPlanned"
+    UNSCHEDULABLE = "Unschedulable"
+    CAPACITY_LOST = "CapacityLost"
+    # RoutingApplied
+    ROUTE_APPLIED = "RouteApplied"
+    GATEWAY_API_MISSING = "GatewayAPIMissing"
+    NO_PARENT_REFS = "NoParentRefs"
+    ROUTE_APPLY_FAILED = "RouteApplyFailed"
+    # Decisions
+    INITIAL = "Initial"
+    DEMAND_INCREASED = "DemandIncreased"
+    DEMAND_DECREASED = "DemandDecreased"
+    SCALE_DOWN_DELAYED = "ScaleDownDelayed"
+    STEADY = "Steady"
+    METRICS_MISSING = "MetricsMissing"
+    SPEC_CHANGED = "SpecChanged"
+    OVERFLOW = "Overflow"
+    BUDGET_LIMITED = "BudgetLimited"
+    TRAFFIC_MOVED = "TrafficMoved"
+    AWAITING_READY = "AwaitingReady"
+
+
+class Condition(StatusModel):
+    """A metav1.Condition."""
+
+    type: Annotated[str, StringConstraints(max_length=64)] = Field(description="Condition type.")
+    status: ConditionStatus = Field(description="True, False or Unknown.")
+    reason: Annotated[str, StringConstraints(max_length=64)] = Field(
+        description="CamelCase reason for the last transition or update."
+    )
+    message: Text = Field(default="", description="Human-readable details.")
+    last_transition_time: datetime = Field(description="When status last changed.")
+    observed_generation: int = Field(
+        default=0, description="The .metadata.generation this condition was computed from."
+    )
+
+
+class TierStatus(StatusModel):
+    """What one tier runs and how it performs."""
+
+    name: str = Field(description="Tier name.")
+    desired_replicas: int = Field(default=0, description="Replicas the operator asks for.")
+    ready_replicas: int = Field(default=0, description="Replicas Ready to serve.")
+    unschedulable_replicas: int = Field(
+        default=0, description="Replicas Pending because no node in the pool can take them."
+    )
+    lost_replicas: int = Field(
+        default=0, description="Replicas lost with preemptible nodes that went away."
+    )
+    ttft_p99_milliseconds: int | None = Field(
+        default=None, description="Observed P99 time to first token over the last interval."
+    )
+    tokens_per_second: int | None = Field(
+        default=None, description="Observed throughput, prompt plus generated tokens per second."
+    )
+    capacity_factor_percent: int = Field(
+        default=100,
+        description=(
+            "Feedback on the profile: a replica's estimated capacity as a percentage of the "
+            "profile's. Shrinks when observed P99 exceeds an objective, grows back slowly."
+        ),
+    )
+    scale_down_since: datetime | None = Field(
+        default=None, description="Since when recommendations have been below desiredReplicas."
+    )
+    scale_down_to: int | None = Field(
+        default=None,
+        description="The highest lower recommendation seen since scaleDownSince.",
+    )
+
+
+class TierWeight(StatusModel):
+    """A tier's share of a class's traffic."""
+
+    tier: str = Field(description="Tier name.")
+    weight: int = Field(description="Integer weight; a class's weights sum to 100.")
+
+
+class ClassStatus(StatusModel):
+    """How one traffic class is routed and served."""
+
+    name: str = Field(description="Class name.")
+    weights: list[TierWeight] = Field(
+        default_factory=list, description="The class's traffic split across tiers."
+    )
+    demand_tokens_per_second: int | None = Field(
+        default=None, description="Demand the last decision planned for."
+    )
+    predicted_ttft_p99_milliseconds: int | None = Field(
+        default=None, description="P99 TTFT the plan predicts for this class."
+    )
+    observed_ttft_p99_milliseconds: int | None = Field(
+        default=None, description="P99 TTFT observed for this class (weighted over tiers)."
+    )
+    objective_ttft_p99_milliseconds: int | None = Field(
+        default=None, description="The class's objective, repeated for reading at a glance."
+    )
+
+
+class Decision(StatusModel):
+    """The last scaling or routing decision."""
+
+    time: datetime = Field(description="When it was taken.")
+    reason: str = Field(description="CamelCase reason.")
+    message: Text = Field(default="", description="One line explaining it.")
+
+
+class InferencePoolStatus(StatusModel):
+    """Status written by the operator."""
+
+    observed_generation: int = Field(default=0, description="The generation last reconciled.")
+    conditions: list[Condition] = Field(
+        default_factory=list,
+        description="Current conditions.",
+        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+    )
+    tiers: list[TierStatus] = Field(default_factory=list, description="Per-tier status.")
+    classes: list[ClassStatus] = Field(default_factory=list, description="Per-class status.")
+    cost_per_hour: str | None = Field(
+        default=None, description="Cost of the desired replicas, dollars per hour."
+    )
+    cost_per_million_tokens: str | None = Field(
+        default=None, description="Dollars per million tokens at the planned demand."
+    )
+    energy_kwh_per_million_tokens: str | None = Field(
+        default=None, description="GPU energy per million tokens, kWh."
+    )
+    carbon_grams_per_million_tokens: str | None = Field(
+        default=None, description="CO2-equivalent grams per million tokens at the grid intensity."
+    )
+    last_decision: Decision | None = Field(default=None, description="The last decision.")
+    tier_summary: str | None = Field(
+        default=None, description="Ready/desired replicas per tier, for kubectl get."
+    )
+    weight_summary: str | None = Field(
+        default=None, description="Weights per class, for kubectl get -o wide."
+    )
+    ttft_summary: str | None = Field(
+        default=None, description="Observed (or predicted) P99 TTFT per class against objective."
+    )

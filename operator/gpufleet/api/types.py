@@ -1,0 +1,555 @@
+"""The InferencePool spec (gpufleet.dev/v1alpha1) as pydantic models.
+
+These models are the single source of truth: the CRD's OpenAPI schema (and so the text of
+`kubectl explain`) is generated from them by `gpufleet.api.crd`, and the operator parses
+every object it sees with them. Cross-field rules are written twice on purpose: as CEL in
+`x-kubernetes-validations` (so the apiserver refuses a bad object at `kubectl apply`) and
+as pydantic validators (so `gpufleet plan -f` and the operator refuse the same objects with
+the same message when no apiserver is involved).
+
+Conventions (Kubernetes API conventions, checked by tests): integers carry their unit in
+the field name, money and other fractional quantities are decimal strings (no floats in a
+spec), lists of named objects instead of maps, CamelCase enums, every list and string
+bounded, unknown fields refused.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic.alias_generators import to_camel
+
+from gpufleet.api.constants import API_VERSION, DEFAULT_IMAGE, KIND
+from gpufleet.api.status import InferencePoolStatus
+
+# A DNS-1035 label: usable as part of a Service name.
+DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
+DECIMAL_PATTERN = r"^[0-9]{1,9}(\.[0-9]{1,6})?$"
+# Keys of label selectors: optional DNS prefix, a name of at most 63 characters.
+LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
+
+Name = Annotated[str, StringConstraints(min_length=1, max_length=40, pattern=DNS_LABEL)]
+DecimalString = Annotated[str, StringConstraints(max_length=17, pattern=DECIMAL_PATTERN)]
+LabelKey = Annotated[str, StringConstraints(min_length=1, max_length=317, pattern=LABEL_KEY)]
+LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE)]
+Quantity = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=QUANTITY)]
+ShortText = Annotated[str, StringConstraints(min_length=1, max_length=253)]
+Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+
+
+LIST_MAP_BY_NAME = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+
+
+def cel(*rules: tuple[str, str, str]) -> ConfigDict:
+    """Model config carrying CEL rules (rule, message, fieldPath) into the generated CRD."""
+    return ConfigDict(
+        json_schema_extra={
+            "x-kubernetes-validations": [
+                {"rule": rule, "message": message, **({"fieldPath": path} if path else {})}
+                for rule, message, path in rules
+            ]
+        }
+    )
+
+
+def decimal(value: str) -> Decimal:
+    """A spec decimal string as a Decimal (the pattern already guarantees it parses)."""
+    return Decimal(value)
+
+
+class Model(BaseModel):
+    """Base for every API model: camelCase on the wire, unknown fields refused."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        populate_by_name=True,
+        extra="forbid",
+        frozen=True,
+        use_enum_values=False,
+    )
+
+
+class Accelerator(StrEnum):
+    """GPU models with a built-in performance profile, or Custom with the tier's own."""
+
+    H100_PCIE = "H100-PCIe-80GB"
+    H100_SXM = "H100-SXM-80GB"
+    RTX4090 = "RTX4090"
+    CUSTOM = "Custom"
+
+
+class EnvVarSource(Model):
+    """Where an environment variable's value comes from (a subset of core/v1 EnvVarSource)."""
+
+    model_config = cel(
+        (
+            "has(self.secretKeyRef) != has(self.configMapKeyRef)",
+            "set exactly one of secretKeyRef and configMapKeyRef",
+            "",
+        )
+    )
+
+    secret_key_ref: KeySelector | None = Field(
+        default=None, description="A key of a Secret in the pool's namespace."
+    )
+    config_map_key_ref: KeySelector | None = Field(
+        default=None, description="A key of a ConfigMap in the pool's namespace."
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> EnvVarSource:
+        if (self.secret_key_ref is None) == (self.config_map_key_ref is None):
+            raise ValueError("set exactly one of secretKeyRef and configMapKeyRef")
+        return self
+
+
+class KeySelector(Model):
+    """A key of a Secret or ConfigMap."""
+
+    name: ShortText = Field(description="Name of the Secret or ConfigMap.")
+    key: ShortText = Field(description="Key inside it.")
+    optional: bool | None = Field(default=None, description="Whether the key may be missing.")
+
+
+class EnvVar(Model):
+    """An environment variable of the vLLM container (for example an HF token from a Secret)."""
+
+    model_config = cel(
+        ("!has(self.value) || !has(self.valueFrom)", "set at most one of value and valueFrom", "")
+    )
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
+        description="Variable name."
+    )
+    value: Annotated[str, StringConstraints(max_length=4096)] | None = Field(
+        default=None, description="Literal value."
+    )
+    value_from: EnvVarSource | None = Field(
+        default=None, description="Take the value from a Secret or ConfigMap key."
+    )
+
+    @model_validator(mode="after")
+    def _value_or_source(self) -> EnvVar:
+        if self.value is not None and self.value_from is not None:
+            raise ValueError("set at most one of value and valueFrom")
+        return self
+
+
+EnvVarSource.model_rebuild()
+
+
+class ModelSpec(Model):
+    """The model every tier serves."""
+
+    name: ShortText = Field(
+        description="Model to load, passed to vLLM as --model (a Hugging Face id or a path)."
+    )
+    served_model_name: (
+        Annotated[str, StringConstraints(max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._/:-]*$")]
+        | None
+    ) = Field(
+        default=None,
+        description="Name clients use in requests (--served-model-name). Defaults to the pool name.",
+    )
+    image: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
+        default=None, description=f"vLLM OpenAI server image. Defaults to {DEFAULT_IMAGE}."
+    )
+    parameters_billions: int | None = Field(
+        default=None,
+        ge=1,
+        le=2000,
+        description=(
+            "Model size in billions of parameters, used to pick a performance profile and "
+            "the model-load time. Defaults to the size in the model name (8B in "
+            "Meta-Llama-3-8B-Instruct); required when the name carries none."
+        ),
+    )
+    extra_args: list[Arg] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Extra vLLM arguments, appended after the ones gpufleet sets.",
+    )
+    env: list[EnvVar] = Field(
+        default_factory=list,
+        max_length=64,
+        description="Environment of the vLLM container.",
+        json_schema_extra=LIST_MAP_BY_NAME,
+    )
+
+
+class Toleration(Model):
+    """A core/v1 toleration for the tier's node pool taints."""
+
+    key: LabelKey | None = Field(default=None, description="Taint key; empty matches all keys.")
+    operator: Literal["Exists", "Equal"] | None = Field(
+        default=None, description="Exists or Equal. Defaults to Equal."
+    )
+    value: LabelValue | None = Field(default=None, description="Taint value for Equal.")
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = Field(
+        default=None, description="Taint effect to tolerate; empty matches all effects."
+    )
+    toleration_seconds: int | None = Field(
+        default=None, ge=0, le=86400, description="How long a NoExecute taint is tolerated."
+    )
+
+
+class ProfilePoint(Model):
+    """One measurement of a replica: P99 TTFT and throughput at a request rate."""
+
+    requests_per_second: DecimalString = Field(
+        description="Offered request rate of the measurement, as a decimal string."
+    )
+    ttft_p99_milliseconds: int = Field(
+        ge=1, le=3_600_000, description="P99 time to first token measured at that rate."
+    )
+    tokens_per_second: int = Field(
+        ge=1,
+        le=10_000_000,
+        description="Throughput at that rate, prompt plus generated tokens per second.",
+    )
+    tpot_milliseconds: int | None = Field(
+        default=None, ge=1, le=60_000, description="Mean time per output token at that rate."
+    )
+
+
+class Profile(Model):
+    """Measured performance of one replica of this tier, overriding the built-in profile."""
+
+    points: list[ProfilePoint] = Field(
+        min_length=2,
+        max_length=32,
+        description="Measurements at increasing request rates (at least two).",
+    )
+    prompt_tokens: int = Field(
+        default=200,
+        ge=1,
+        le=1_000_000,
+        description="Mean prompt length of the requests measured. Defaults to 200.",
+    )
+    output_tokens: int = Field(
+        default=200,
+        ge=1,
+        le=1_000_000,
+        description="Mean generated length of the requests measured. Defaults to 200.",
+    )
+    watts_per_gpu: int | None = Field(
+        default=None,
+        ge=1,
+        le=5000,
+        description="Board power of one GPU under load, for energy accounting.",
+    )
+    model_load_seconds: int | None = Field(
+        default=None,
+        ge=1,
+        le=7200,
+        description="Time from a replica's start to Ready (model download and load).",
+    )
+
+
+class ResourceList(Model):
+    """CPU and memory of the vLLM container (GPUs are set from gpusPerReplica)."""
+
+    cpu: Quantity | None = Field(default=None, description="CPU quantity, e.g. 8 or 500m.")
+    memory: Quantity | None = Field(default=None, description="Memory quantity, e.g. 64Gi.")
+
+
+class Resources(Model):
+    """Requests and limits of the vLLM container, besides its GPUs."""
+
+    requests: ResourceList | None = Field(default=None, description="Resource requests.")
+    limits: ResourceList | None = Field(default=None, description="Resource limits.")
+
+
+class Tier(Model):
+    """One GPU tier: a node pool of one accelerator type and the vLLM replicas on it."""
+
+    model_config = cel(
+        (
+            "!has(self.minReplicas) || self.minReplicas <= self.maxReplicas",
+            "minReplicas must not exceed maxReplicas",
+            ".minReplicas",
+        ),
+        (
+            "self.accelerator != 'Custom' || has(self.profile)",
+            "profile is required when accelerator is Custom",
+            ".accelerator",
+        ),
+    )
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=20, pattern=DNS_LABEL)] = (
+        Field(description="Tier name; the Deployment and Service are named <pool>-<tier>.")
+    )
+    accelerator: Accelerator = Field(
+        description="GPU model: H100-PCIe-80GB, H100-SXM-80GB, RTX4090, or Custom with a profile."
+    )
+    gpus_per_replica: int = Field(
+        default=1,
+        ge=1,
+        le=8,
+        description="GPUs per replica, passed to vLLM as --tensor-parallel-size. Defaults to 1.",
+    )
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict,
+        max_length=16,
+        description="Node labels that pin this tier's pods to its node pool.",
+    )
+    tolerations: list[Toleration] = Field(
+        default_factory=list, max_length=16, description="Tolerations for the node pool's taints."
+    )
+    min_replicas: int = Field(
+        default=0, ge=0, le=1000, description="Fewest replicas the tier runs. Defaults to 0."
+    )
+    max_replicas: int = Field(ge=0, le=1000, description="Most replicas the tier may run.")
+    price_per_gpu_hour: DecimalString = Field(
+        alias="pricePerGPUHour",
+        description='Price of one GPU for one hour, as a decimal string such as "2.00".'
+    )
+    preemptible: bool = Field(
+        default=False,
+        description="Whether nodes may vanish (idle consumer GPUs); lost capacity overflows.",
+    )
+    profile: Profile | None = Field(
+        default=None,
+        description="This tier's measured performance; required when accelerator is Custom.",
+    )
+    resources: Resources | None = Field(
+        default=None, description="CPU and memory of each replica's vLLM container."
+    )
+
+    @model_validator(mode="after")
+    def _rules(self) -> Tier:
+        if self.min_replicas > self.max_replicas:
+            raise ValueError(
+                f"minReplicas ({self.min_replicas}) must not exceed maxReplicas "
+                f"({self.max_replicas})"
+            )
+        if self.accelerator is Accelerator.CUSTOM and self.profile is None:
+            raise ValueError("profile is required when accelerator is Custom")
+        return self
+
+
+class HeaderMatch(Model):
+    """A request header a traffic class matches on."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")] = (
+        Field(description="Header name (case-insensitive).")
+    )
+    value: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
+        description="Header value to match."
+    )
+    type: Literal["Exact", "RegularExpression"] = Field(
+        default="Exact", description="Exact or RegularExpression. Defaults to Exact."
+    )
+
+
+class ClassMatch(Model):
+    """Which requests belong to a traffic class: all headers must match."""
+
+    headers: list[HeaderMatch] = Field(
+        min_length=1, max_length=8, description="Headers that must all match."
+    )
+
+
+class TrafficClass(Model):
+    """A class of requests with its own latency objective and priority."""
+
+    name: Name = Field(description="Class name.")
+    match: ClassMatch | None = Field(
+        default=None,
+        description="Requests this class takes. Exactly one class has no match: the default.",
+    )
+    ttft_p99_milliseconds: int = Field(
+        ge=1, le=600_000, description="Objective: P99 time to first token, in milliseconds."
+    )
+    priority: int = Field(
+        default=0,
+        ge=0,
+        le=1000,
+        description="When capacity runs short, higher priority classes are served first.",
+    )
+    mean_prompt_tokens: int = Field(
+        default=200,
+        ge=1,
+        le=1_000_000,
+        description=(
+            "Typical prompt length of this class, used to turn demand in tokens into "
+            "requests and to scale TTFT with prompt length. Defaults to 200."
+        ),
+    )
+    mean_output_tokens: int = Field(
+        default=200,
+        ge=1,
+        le=1_000_000,
+        description="Typical generated length of this class. Defaults to 200.",
+    )
+    demand_query: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        default=None,
+        description=(
+            "PromQL giving this class's demand in tokens per second (prompt plus generated), "
+            "for example from a gateway's per-route counters. Without it, demand is inferred "
+            "from each tier's token rates and the current weights."
+        ),
+    )
+
+
+class Objectives(Model):
+    """Cost objectives; latency objectives live on the traffic classes."""
+
+    max_cost_per_million_tokens: DecimalString | None = Field(
+        default=None,
+        description="Objective: the most to pay per million tokens served, in dollars.",
+    )
+    max_hourly_cost: DecimalString | None = Field(
+        default=None,
+        description="Hard budget: the fleet never costs more per hour than this, in dollars.",
+    )
+
+
+class Scaling(Model):
+    """How often and how carefully the operator re-decides."""
+
+    interval_seconds: int = Field(
+        default=30, ge=5, le=3600, description="Seconds between decisions. Defaults to 30."
+    )
+    scale_down_delay_seconds: int = Field(
+        default=300,
+        ge=0,
+        le=86400,
+        description="A tier shrinks only after this long of lower recommendations. Defaults to 300.",
+    )
+    headroom_percent: int = Field(
+        default=20,
+        ge=0,
+        le=400,
+        description="Capacity bought above observed demand, in percent. Defaults to 20.",
+    )
+
+
+class ParentRef(Model):
+    """A Gateway the pool's HTTPRoute attaches to."""
+
+    name: Name = Field(description="Gateway name.")
+    namespace: Name | None = Field(
+        default=None, description="Gateway namespace. Defaults to the pool's namespace."
+    )
+    section_name: Name | None = Field(default=None, description="Listener name on the Gateway.")
+
+
+class Routing(Model):
+    """Where the pool's traffic enters: the HTTPRoute's parents."""
+
+    parent_refs: list[ParentRef] = Field(
+        default_factory=list,
+        max_length=8,
+        description="Gateways the HTTPRoute attaches to. Without any, no HTTPRoute is written.",
+    )
+    hostnames: list[Annotated[str, StringConstraints(min_length=1, max_length=253)]] = Field(
+        default_factory=list, max_length=16, description="Hostnames the HTTPRoute matches."
+    )
+
+
+class InferencePoolSpec(Model):
+    """What to serve, on which GPU tiers, for which traffic classes and objectives."""
+
+    model_config = cel(
+        (
+            "self.tiers.all(t, self.tiers.exists_one(u, u.name == t.name))",
+            "tiers names must be unique",
+            ".tiers",
+        ),
+        (
+            "self.trafficClasses.all(c, self.trafficClasses.exists_one(d, d.name == c.name))",
+            "trafficClasses names must be unique",
+            ".trafficClasses",
+        ),
+        (
+            "self.trafficClasses.exists_one(c, !has(c.match))",
+            "trafficClasses must have exactly one default class (one without match)",
+            ".trafficClasses",
+        ),
+    )
+
+    model: ModelSpec = Field(description="The model every tier serves.")
+    tiers: list[Tier] = Field(
+        min_length=1,
+        max_length=8,
+        description="GPU tiers, each pinned to a node pool.",
+        json_schema_extra=LIST_MAP_BY_NAME,
+    )
+    traffic_classes: list[TrafficClass] = Field(
+        min_length=1,
+        max_length=8,
+        description="Traffic classes with their latency objectives; exactly one has no match.",
+        json_schema_extra=LIST_MAP_BY_NAME,
+    )
+    objectives: Objectives = Field(
+        default_factory=Objectives, description="Cost objectives and the hourly budget."
+    )
+    scaling: Scaling = Field(default_factory=Scaling, description="Decision interval and delays.")
+    routing: Routing = Field(default_factory=Routing, description="Gateway API routing.")
+
+    @model_validator(mode="after")
+    def _rules(self) -> InferencePoolSpec:
+        for field, items in (("tiers", self.tiers), ("trafficClasses", self.traffic_classes)):
+            names = [item.name for item in items]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise ValueError(f"{field} names must be unique: {', '.join(duplicates)} repeated")
+        defaults = [c.name for c in self.traffic_classes if c.match is None]
+        if len(defaults) != 1:
+            raise ValueError(
+                "trafficClasses must have exactly one default class (one without match), "
+                f"found {len(defaults)}"
+            )
+        return self
+
+
+class ObjectMeta(Model):
+    """The parts of metadata the operator reads."""
+
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    resource_version: str = ""
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class InferencePool(Model):
+    """An InferencePool as the operator sees it: metadata, spec and (raw) status."""
+
+    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True)
+
+    api_version: Literal["gpufleet.dev/v1alpha1"] = API_VERSION  # type: ignore[assignment]
+    kind: Literal["InferencePool"] = KIND  # type: ignore[assignment]
+    metadata: ObjectMeta
+    spec: InferencePoolSpec
+    status: InferencePoolStatus = Field(default_factory=InferencePoolStatus)
+
+    @model_validator(mode="after")
+    def _names_fit(self) -> InferencePool:
+        if not _matches(DNS_LABEL, self.metadata.name):
+            raise ValueError(
+                "metadata.name must be a DNS-1035 label (lower case letters, digits and '-', "
+                "starting with a letter): it names the tier Services"
+            )
+        for tier in self.spec.tiers:
+            if len(self.metadata.name) + 1 + len(tier.name) > 63:
+                raise ValueError(
+                    f"metadata.name and spec.tiers[].name {tier.name!r} together exceed 62 "
+                    "characters: they name the tier's Deployment and Service"
+                )
+        return self
+
+
+def _matches(pattern: str, value: str) -> bool:
+    return re.fullmatch(pattern, value) is not None

@@ -1,0 +1,120 @@
+"""The planner's input and output, as plain frozen data.
+
+`plan(spec, observation, previous)` is pure: everything it needs is in these types (time
+included, as `Observation.now`), and everything the operator writes comes out of `Plan`.
+The reconciler fills `Observation` from Kubernetes and Prometheus; the simulator fills it
+from its model of the fleet; tests build it by hand.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+
+from gpufleet.api.status import Reason
+
+
+class MetricsState(StrEnum):
+    """Whether the metrics this pass could be trusted."""
+
+    AVAILABLE = "Available"
+    UNREACHABLE = "Unreachable"  # Prometheus did not answer
+    NO_DATA = "NoData"  # Prometheus answered, but no series for this pool
+    STALE = "Stale"  # series exist but stopped updating
+    NOT_CONFIGURED = "NotConfigured"  # the operator runs without a Prometheus URL
+
+
+@dataclass(frozen=True)
+class TierObservation:
+    """What one tier has right now, from the cluster and from Prometheus."""
+
+    name: str
+    desired_replicas: int = 0  # the Deployment's spec.replicas (0 when it does not exist yet)
+    ready_replicas: int = 0
+    starting_replicas: int = 0  # scheduled, not Ready yet (pulling, loading the model)
+    unschedulable_replicas: int = 0  # Pending with PodScheduled=False/Unschedulable
+    # Prometheus, over the last interval; None when there was no data.
+    ttft_p99_seconds: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+    requests_per_second: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None  # 0..1
+
+
+@dataclass(frozen=True)
+class ClassDemand:
+    """Demand of one traffic class, in tokens per second."""
+
+    prompt_tokens_per_second: float
+    generation_tokens_per_second: float
+
+    @property
+    def tokens_per_second(self) -> float:
+        return self.prompt_tokens_per_second + self.generation_tokens_per_second
+
+
+@dataclass(frozen=True)
+class Observation:
+    """Everything the planner reads about the world for one pass."""
+
+    now: datetime
+    tiers: Mapping[str, TierObservation]
+    metrics: MetricsState
+    metrics_message: str = ""
+    # Per class demand; None for a class whose demand could not be measured or inferred.
+    demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
+    # Observed P99 TTFT per class (from per-class series or inferred from tiers and weights).
+    class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TierPlan:
+    """The decision for one tier."""
+
+    name: str
+    replicas: int
+    capacity_factor_percent: int = 100
+    scale_down_since: datetime | None = None
+    scale_down_to: int | None = None
+    # Capped below what the optimizer wanted because the pool has no more GPUs/nodes.
+    capped_at: int | None = None
+
+
+@dataclass(frozen=True)
+class ClassPlan:
+    """The decision for one traffic class."""
+
+    name: str
+    weights: Mapping[str, int]  # tier -> integer weight; sums to 100 over tiers with traffic
+    demand_tokens_per_second: float | None = None
+    predicted_ttft_p99_seconds: float | None = None
+    served_fraction: float = 1.0  # < 1 when capacity ran short
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A condition the plan decided: status (True/False/Unknown as None), reason, message."""
+
+    status: bool | None
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's output for one pass."""
+
+    tiers: Mapping[str, TierPlan]
+    classes: Mapping[str, ClassPlan]
+    reason: Reason
+    message: str
+    cost_per_hour: float
+    cost_per_million_tokens: float | None
+    energy_kwh_per_million_tokens: float | None
+    carbon_grams_per_million_tokens: float | None
+    objectives: Verdict  # ObjectivesMet
+    degraded: Verdict  # Degraded
+    metrics: Verdict  # MetricsAvailable
