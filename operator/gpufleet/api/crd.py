@@ -184,11 +184,10 @@ def _convert(node: Schema, defs: Schema) -> Schema:
         out["type"] = "string"
     if "properties" in out:
         out.setdefault("type", "object")
-    if out.get("type") == "object" and "additionalProperties" in out:
-        if out["additionalProperties"] is False:
-            # extra="forbid": the apiserver prunes unknown fields; with kubectl's server-side
-            # field validation (the default) an unknown field is refused with its name.
-            del out["additionalProperties"]
+    if out.get("additionalProperties") is False:
+        # extra="forbid": the apiserver prunes unknown fields; with kubectl's server-side
+        # field validation (the default) an unknown field is refused with its name.
+        del out["additionalProperties"]
     if out.get("required") == []:
         del out["required"]
     if "description" in out:
@@ -231,7 +230,10 @@ def crd() -> Schema:
         "kind": "CustomResourceDefinition",
         "metadata": {
             "name": CRD_NAME,
-            "labels": {"app.kubernetes.io/name": "gpufleet", "app.kubernetes.io/part-of": "gpufleet"},
+            "labels": {
+                "app.kubernetes.io/name": "gpufleet",
+                "app.kubernetes.io/part-of": "gpufleet",
+            },
         },
         "spec": {
             "group": GROUP,

@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.api.crd import render
+from gpufleet.api import crd, reference
 
-# Paths relative to the project root; the chart's copy is templated behind crds.enabled.
-TARGETS = (Path("crds/inferencepools.gpufleet.dev.yaml"),)
+# Paths relative to the project root, and what renders each.
+TARGETS: dict[Path, Callable[[], str]] = {
+    Path("crds/inferencepools.gpufleet.dev.yaml"): crd.render,
+    Path("docs/api.md"): reference.render,
+}
 
 
 def main(root: Path = Path()) -> int:
-    text = render()
-    for target in TARGETS:
+    for target, render in TARGETS.items():
+        text = render()
         path = root / target
         path.parent.mkdir(parents=True, exist_ok=True)
         if not path.exists() or path.read_text() != text:

@@ -175,7 +175,10 @@ class InferencePoolStatus(StatusModel):
     conditions: list[Condition] = Field(
         default_factory=list,
         description="Current conditions.",
-        json_schema_extra={"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["type"]},
+        json_schema_extra={
+            "x-kubernetes-list-type": "map",
+            "x-kubernetes-list-map-keys": ["type"],
+        },
     )
     tiers: list[TierStatus] = Field(default_factory=list, description="Per-tier status.")
     classes: list[ClassStatus] = Field(default_factory=list, description="Per-class status.")

@@ -22,15 +22,19 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 from pydantic.alias_generators import to_camel
+from pydantic.config import JsonDict
 
-from gpufleet.api.constants import API_VERSION, DEFAULT_IMAGE, KIND
+from gpufleet.api.constants import DEFAULT_IMAGE
 from gpufleet.api.status import InferencePoolStatus
 
 # A DNS-1035 label: usable as part of a Service name.
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
 DECIMAL_PATTERN = r"^[0-9]{1,9}(\.[0-9]{1,6})?$"
 # Keys of label selectors: optional DNS prefix, a name of at most 63 characters.
-LABEL_KEY = r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+LABEL_KEY = (
+    r"^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?"
+    r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$"
+)
 LABEL_VALUE = r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$"
 QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
 
@@ -43,7 +47,10 @@ ShortText = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
 
 
-LIST_MAP_BY_NAME = {"x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"]}
+LIST_MAP_BY_NAME: JsonDict = {
+    "x-kubernetes-list-type": "map",
+    "x-kubernetes-list-map-keys": ["name"],
+}
 
 
 def cel(*rules: tuple[str, str, str]) -> ConfigDict:
@@ -71,7 +78,8 @@ class Model(BaseModel):
         populate_by_name=True,
         extra="forbid",
         frozen=True,
-        use_enum_values=False,
+        # Strict like the apiserver: "5" is not an integer and "yes" is not a boolean.
+        strict=True,
     )
 
 
@@ -144,8 +152,20 @@ class EnvVar(Model):
 EnvVarSource.model_rebuild()
 
 
+# A size in a model name: the 8B in Meta-Llama-3-8B-Instruct, the 1.5B in Qwen-1.5B.
+SIZE_IN_NAME = r"(^|[^0-9.])([0-9]+([.][0-9]+)?)[bB]([^a-zA-Z]|$)"
+
+
 class ModelSpec(Model):
     """The model every tier serves."""
+
+    model_config = cel(
+        (
+            f"has(self.parametersBillions) || self.name.matches('{SIZE_IN_NAME}')",
+            "parametersBillions is required when model.name carries no size such as 8B",
+            ".parametersBillions",
+        )
+    )
 
     name: ShortText = Field(
         description="Model to load, passed to vLLM as --model (a Hugging Face id or a path)."
@@ -155,7 +175,9 @@ class ModelSpec(Model):
         | None
     ) = Field(
         default=None,
-        description="Name clients use in requests (--served-model-name). Defaults to the pool name.",
+        description=(
+            "Name clients use in requests (--served-model-name). Defaults to the pool name."
+        ),
     )
     image: Annotated[str, StringConstraints(min_length=1, max_length=512)] | None = Field(
         default=None, description=f"vLLM OpenAI server image. Defaults to {DEFAULT_IMAGE}."
@@ -181,6 +203,21 @@ class ModelSpec(Model):
         description="Environment of the vLLM container.",
         json_schema_extra=LIST_MAP_BY_NAME,
     )
+
+    @model_validator(mode="after")
+    def _size_known(self) -> ModelSpec:
+        if self.size_billions() is None:
+            raise ValueError(
+                "parametersBillions is required when model.name carries no size such as 8B"
+            )
+        return self
+
+    def size_billions(self) -> float | None:
+        """parametersBillions, else the size written in the model name."""
+        if self.parameters_billions is not None:
+            return float(self.parameters_billions)
+        found = re.search(SIZE_IN_NAME, self.name)
+        return float(found.group(2)) if found else None
 
 
 class Toleration(Model):
@@ -282,11 +319,12 @@ class Tier(Model):
         ),
     )
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=20, pattern=DNS_LABEL)] = (
-        Field(description="Tier name; the Deployment and Service are named <pool>-<tier>.")
+    name: Annotated[str, StringConstraints(min_length=1, max_length=20, pattern=DNS_LABEL)] = Field(
+        description="Tier name; the Deployment and Service are named <pool>-<tier>."
     )
     accelerator: Accelerator = Field(
-        description="GPU model: H100-PCIe-80GB, H100-SXM-80GB, RTX4090, or Custom with a profile."
+        strict=False,
+        description="GPU model: H100-PCIe-80GB, H100-SXM-80GB, RTX4090, or Custom with a profile.",
     )
     gpus_per_replica: int = Field(
         default=1,
@@ -308,7 +346,7 @@ class Tier(Model):
     max_replicas: int = Field(ge=0, le=1000, description="Most replicas the tier may run.")
     price_per_gpu_hour: DecimalString = Field(
         alias="pricePerGPUHour",
-        description='Price of one GPU for one hour, as a decimal string such as "2.00".'
+        description='Price of one GPU for one hour, as a decimal string such as "2.00".',
     )
     preemptible: bool = Field(
         default=False,
@@ -337,9 +375,10 @@ class Tier(Model):
 class HeaderMatch(Model):
     """A request header a traffic class matches on."""
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$")] = (
-        Field(description="Header name (case-insensitive).")
-    )
+    name: Annotated[
+        str,
+        StringConstraints(min_length=1, max_length=256, pattern=r"^[A-Za-z0-9!#$%&'*+\-.^_`|~]+$"),
+    ] = Field(description="Header name (case-insensitive).")
     value: Annotated[str, StringConstraints(min_length=1, max_length=4096)] = Field(
         description="Header value to match."
     )
@@ -421,7 +460,9 @@ class Scaling(Model):
         default=300,
         ge=0,
         le=86400,
-        description="A tier shrinks only after this long of lower recommendations. Defaults to 300.",
+        description=(
+            "A tier shrinks only after this long of lower recommendations. Defaults to 300."
+        ),
     )
     headroom_percent: int = Field(
         default=20,
@@ -513,7 +554,9 @@ class InferencePoolSpec(Model):
 class ObjectMeta(Model):
     """The parts of metadata the operator reads."""
 
-    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
 
     name: Annotated[str, StringConstraints(min_length=1, max_length=253)]
     namespace: str = "default"
@@ -527,10 +570,12 @@ class ObjectMeta(Model):
 class InferencePool(Model):
     """An InferencePool as the operator sees it: metadata, spec and (raw) status."""
 
-    model_config = ConfigDict(extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True)
+    model_config = ConfigDict(
+        extra="ignore", alias_generator=to_camel, populate_by_name=True, frozen=True
+    )
 
-    api_version: Literal["gpufleet.dev/v1alpha1"] = API_VERSION  # type: ignore[assignment]
-    kind: Literal["InferencePool"] = KIND  # type: ignore[assignment]
+    api_version: Literal["gpufleet.dev/v1alpha1"] = "gpufleet.dev/v1alpha1"
+    kind: Literal["InferencePool"] = "InferencePool"
     metadata: ObjectMeta
     spec: InferencePoolSpec
     status: InferencePoolStatus = Field(default_factory=InferencePoolStatus)

@@ -1,0 +1,1 @@
+"""Subcommands of the gpufleet CLI, one module each, imported only when used."""

@@ -1,0 +1,45 @@
+"""The bad-input table: each invalid pool is refused with a message naming the field."""
+
+import pytest
+
+from gpufleet.api.parse import InvalidPool, parse_pool
+from tests.pools import InvalidCase, invalid_cases, load_example
+
+pytestmark = pytest.mark.timeout(2)
+
+CASES = invalid_cases()
+
+
+def test_table_has_at_least_25_cases() -> None:
+    assert len(CASES) >= 25
+    assert len({c.id for c in CASES}) == len(CASES)
+
+
+def test_base_pool_is_valid() -> None:
+    parse_pool(load_example())
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
+def test_invalid_pool_is_refused_naming_the_field(case: InvalidCase) -> None:
+    body = case.apply(load_example())
+    with pytest.raises(InvalidPool) as refused:
+        parse_pool(body)
+    assert case.field in str(refused.value), str(refused.value)
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    body = load_example()
+    body["spec"]["tiers"][0]["minReplicas"] = -1
+    body["spec"]["scaling"]["intervalSeconds"] = 1
+    with pytest.raises(InvalidPool) as refused:
+        parse_pool(body)
+    assert len(refused.value.problems) == 2
+    assert "spec.tiers[0].minReplicas" in str(refused.value)
+    assert "spec.scaling.intervalSeconds" in str(refused.value)
+
+
+def test_unreadable_status_does_not_fail_the_parse() -> None:
+    body = load_example()
+    body["status"] = {"tiers": "not a list"}
+    pool = parse_pool(body)
+    assert pool.status.tiers == []
