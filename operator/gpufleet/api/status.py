@@ -44,6 +44,7 @@ class Reason(StrEnum):
 
     # Ready
     TIERS_READY = "TiersReady"
+    PARTIALLY_READY = "PartiallyReady"
     REPLICAS_STARTING = "ReplicasStarting"
     NO_READY_REPLICAS = "NoReadyReplicas"
     INVALID_SPEC = "InvalidSpec"
@@ -64,6 +65,7 @@ class Reason(StrEnum):
     AS_PLANNED = "AsPlanned"
     UNSCHEDULABLE = "Unschedulable"
     CAPACITY_LOST = "CapacityLost"
+    CHILD_CONFLICT = "ChildConflict"
     # RoutingApplied
     ROUTE_APPLIED = "RouteApplied"
     GATEWAY_API_MISSING = "GatewayAPIMissing"

@@ -81,6 +81,8 @@ class TierPlan:
     scale_down_to: int | None = None
     # Capped below what the optimizer wanted because the pool has no more GPUs/nodes.
     capped_at: int | None = None
+    # Replicas a preemptible tier lost with its nodes (Ready before, unschedulable now).
+    lost_replicas: int = 0
 
 
 @dataclass(frozen=True)

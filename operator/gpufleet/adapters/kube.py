@@ -1,0 +1,309 @@
+"""Kubernetes I/O for the reconciler: read a pool's children, apply them, write status.
+
+Synchronous (the kubernetes client is); the Kopf handlers run a whole pass in a worker
+thread, so no call here ever blocks the event loop. Every write goes through `_write`, which
+counts it, so "an idle pass writes nothing" is measured, not assumed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from gpufleet.api.constants import (
+    API_VERSION,
+    FIELD_MANAGER,
+    GROUP,
+    KIND,
+    LABEL_POOL,
+    LABEL_TIER,
+    PLURAL,
+    VERSION,
+)
+from gpufleet.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+HTTPROUTE_CRD = f"httproutes.{GATEWAY_GROUP}"
+APPLIED_HASH = f"{GROUP}/applied-hash"
+APPLY = "application/apply-patch+yaml"
+_GATEWAY_CHECK_SECONDS = 60.0
+
+
+@dataclass
+class PodCounts:
+    """Replicas of one tier by where their pods are."""
+
+    starting: int = 0  # scheduled, not Ready
+    unschedulable: int = 0  # Pending, PodScheduled=False/Unschedulable
+    ready: int = 0
+
+
+@dataclass
+class Children:
+    """What a pool owns in its namespace right now."""
+
+    deployments: dict[str, Obj] = field(default_factory=dict)  # by name
+    services: dict[str, Obj] = field(default_factory=dict)
+    route: Obj | None = None
+    pods: dict[str, PodCounts] = field(default_factory=dict)  # by tier
+
+
+class Conflict(Exception):
+    """An object with a child's name exists and is not ours: we never take it over."""
+
+
+def manifest_hash(manifest: Mapping[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(manifest, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def with_hash(manifest: Obj) -> Obj:
+    """The manifest with an annotation recording its own hash (before the annotation)."""
+    stamped: Obj = json.loads(json.dumps(manifest))
+    stamped["metadata"].setdefault("annotations", {})[APPLIED_HASH] = manifest_hash(manifest)
+    return stamped
+
+
+def covers(live: Any, desired: Any) -> bool:
+    """Whether `live` already holds every field `desired` sets, with the same value."""
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(
+            k in live and covers(live[k], v) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        return (
+            isinstance(live, list)
+            and len(live) == len(desired)
+            and all(covers(a, b) for a, b in zip(live, desired, strict=True))
+        )
+    return bool(live == desired or str(live) == str(desired))
+
+
+def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
+    refs = obj.get("metadata", {}).get("ownerReferences") or []
+    return any(r.get("uid") == uid and r.get("controller") for r in refs)
+
+
+def count_pods(pods: list[Obj]) -> dict[str, PodCounts]:
+    """Pods of a pool by tier: Ready, starting, or unschedulable."""
+    counts: dict[str, PodCounts] = {}
+    for pod in pods:
+        meta = pod.get("metadata", {})
+        if meta.get("deletionTimestamp"):
+            continue
+        tier = (meta.get("labels") or {}).get(LABEL_TIER)
+        if tier is None:
+            continue
+        status = pod.get("status") or {}
+        conditions = {c.get("type"): c for c in status.get("conditions") or []}
+        entry = counts.setdefault(tier, PodCounts())
+        scheduled = conditions.get("PodScheduled", {})
+        if conditions.get("Ready", {}).get("status") == "True":
+            entry.ready += 1
+        elif scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
+            entry.unschedulable += 1
+        elif status.get("phase") in ("Pending", "Running"):
+            entry.starting += 1
+    return counts
+
+
+class KubeAdapter:
+    """Reads and writes of the objects a pool owns, through one ApiClient."""
+
+    def __init__(
+        self,
+        api_client: client.ApiClient,
+        telemetry: Telemetry,
+        *,
+        field_manager: str = FIELD_MANAGER,
+        instance: str = "",
+    ) -> None:
+        self.api_client = api_client
+        self.telemetry = telemetry
+        self.field_manager = field_manager
+        self.instance = instance
+        self.core = client.CoreV1Api(api_client)
+        self.apps = client.AppsV1Api(api_client)
+        self.custom = client.CustomObjectsApi(api_client)
+        self.extensions = client.ApiextensionsV1Api(api_client)
+        self._gateway: tuple[float, bool] | None = None
+
+    # Reads ---------------------------------------------------------------------------
+
+    def _dict(self, obj: Any) -> Obj:
+        return cast(Obj, self.api_client.sanitize_for_serialization(obj))
+
+    def get_pool(self, namespace: str, name: str) -> Obj | None:
+        try:
+            pool = cast(
+                Obj,
+                self.custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name),
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return pool
+
+    def gateway_api_installed(self) -> bool:
+        """Whether the HTTPRoute CRD exists (checked at most once a minute)."""
+        now = time.monotonic()
+        if self._gateway is not None and now - self._gateway[0] < _GATEWAY_CHECK_SECONDS:
+            return self._gateway[1]
+        try:
+            self.extensions.read_custom_resource_definition(HTTPROUTE_CRD)
+            installed = True
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            installed = False
+        self._gateway = (now, installed)
+        return installed
+
+    def read_children(self, namespace: str, pool: str, *, route: bool) -> Children:
+        selector = f"{LABEL_POOL}={pool}"
+        deployments = self.apps.list_namespaced_deployment(namespace, label_selector=selector)
+        services = self.core.list_namespaced_service(namespace, label_selector=selector)
+        pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        children = Children(
+            deployments={d["metadata"]["name"]: d for d in map(self._dict, deployments.items)},
+            services={s["metadata"]["name"]: s for s in map(self._dict, services.items)},
+            pods=count_pods([self._dict(p) for p in pods.items]),
+        )
+        if route:
+            children.route = self.get_route(namespace, pool)
+        return children
+
+    def get_route(self, namespace: str, name: str) -> Obj | None:
+        try:
+            found = cast(
+                Obj,
+                self.custom.get_namespaced_custom_object(
+                    GATEWAY_GROUP, "v1", namespace, "httproutes", name
+                ),
+            )
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+        return found
+
+    def get_deployment(self, namespace: str, name: str) -> Obj | None:
+        return self._get(lambda: self.apps.read_namespaced_deployment(name, namespace))
+
+    def get_service(self, namespace: str, name: str) -> Obj | None:
+        return self._get(lambda: self.core.read_namespaced_service(name, namespace))
+
+    def _get(self, read: Callable[[], Any]) -> Obj | None:
+        try:
+            return self._dict(read())
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            raise
+
+    # Writes --------------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self, verb: str, resource: str) -> Iterator[None]:
+        try:
+            yield
+        except ApiException as error:
+            self.telemetry.api_errors.labels(verb, resource, str(error.status)).inc()
+            raise
+        self.telemetry.api_writes.labels(verb, resource).inc()
+
+    def apply(self, manifest: Obj) -> None:
+        """Server-side apply under our field manager, taking back fields edited by hand."""
+        kind = manifest["kind"]
+        meta = manifest["metadata"]
+        name, namespace = meta["name"], meta["namespace"]
+        common: dict[str, Any] = {
+            "field_manager": self.field_manager,
+            "force": True,
+            "_content_type": APPLY,
+        }
+        with self._write("apply", kind.lower()):
+            if kind == "Deployment":
+                self.apps.patch_namespaced_deployment(name, namespace, manifest, **common)
+            elif kind == "Service":
+                self.core.patch_namespaced_service(name, namespace, manifest, **common)
+            elif kind == "HTTPRoute":
+                self.custom.patch_namespaced_custom_object(
+                    GATEWAY_GROUP, "v1", namespace, "httproutes", name, manifest, **common
+                )
+            else:  # pragma: no cover - builders only make the kinds above
+                raise ValueError(f"cannot apply {kind}")
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str) -> None:
+        """Delete one of our children, only if it is still the object we saw (uid)."""
+        options = client.V1DeleteOptions(preconditions=client.V1Preconditions(uid=uid))
+        with self._write("delete", kind.lower()):
+            try:
+                if kind == "Deployment":
+                    self.apps.delete_namespaced_deployment(name, namespace, body=options)
+                elif kind == "Service":
+                    self.core.delete_namespaced_service(name, namespace, body=options)
+                elif kind == "HTTPRoute":
+                    self.custom.delete_namespaced_custom_object(
+                        GATEWAY_GROUP, "v1", namespace, "httproutes", name, body=options
+                    )
+            except ApiException as error:
+                if error.status not in (404, 409):
+                    raise
+
+    def patch_status(self, namespace: str, name: str, status: Obj) -> None:
+        """Replace the pool's status (a JSON merge patch of `status`; lists are replaced)."""
+        with self._write("patch", "inferencepools/status"):
+            self.custom.patch_namespaced_custom_object_status(
+                GROUP,
+                VERSION,
+                namespace,
+                PLURAL,
+                name,
+                {"status": status},
+                _content_type="application/merge-patch+json",
+            )
+
+    def emit_event(self, pool: Mapping[str, Any], type_: str, reason: str, message: str) -> None:
+        """A core/v1 Event on the pool, as `kubectl describe` shows them."""
+        meta = pool["metadata"]
+        now = datetime.now(UTC)
+        body = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(
+                generate_name=f"{meta['name']}.", namespace=meta["namespace"]
+            ),
+            involved_object=client.V1ObjectReference(
+                api_version=API_VERSION,
+                kind=KIND,
+                name=meta["name"],
+                namespace=meta["namespace"],
+                uid=meta.get("uid"),
+                resource_version=meta.get("resourceVersion"),
+            ),
+            reason=reason,
+            message=message[:1024],
+            type=type_,
+            first_timestamp=now,
+            last_timestamp=now,
+            event_time=None,
+            count=1,
+            source=client.V1EventSource(component="gpufleet"),
+            reporting_component="gpufleet.dev/operator",
+            reporting_instance=self.instance or "gpufleet",
+        )
+        with self._write("create", "events"):
+            self.core.create_namespaced_event(meta["namespace"], body)

@@ -1,0 +1,283 @@
+"""The objects a pool owns, as data: a Deployment and a Service per tier, one HTTPRoute.
+
+Pure builders (STYLE: a pure function computes the plan, a separate step executes it).
+Everything here is applied with server-side apply under one field manager, so a builder
+states only the fields gpufleet owns; whatever the apiserver defaults is left alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from gpufleet.api.constants import (
+    API_VERSION,
+    DEFAULT_IMAGE,
+    GPU_RESOURCE,
+    KIND,
+    LABEL_MANAGED_BY,
+    LABEL_POOL,
+    LABEL_TIER,
+    MANAGED_BY,
+    VLLM_PORT,
+)
+from gpufleet.api.types import InferencePool, ResourceList, Tier, TrafficClass
+
+Manifest = dict[str, Any]
+
+GATEWAY_GROUP = "gateway.networking.k8s.io"
+HTTPROUTE_API_VERSION = f"{GATEWAY_GROUP}/v1"
+
+# How long a replica may take to load its model before the startup probe gives up, by size.
+# A 70B model pulled from a hub and loaded over PCIe takes many minutes.
+_STARTUP_SECONDS_PER_BILLION = 20
+_STARTUP_MIN_SECONDS = 600
+
+
+def child_name(pool: InferencePool, tier: Tier | str) -> str:
+    """`<pool>-<tier>`: the name of a tier's Deployment and Service."""
+    name = tier if isinstance(tier, str) else tier.name
+    return f"{pool.metadata.name}-{name}"
+
+
+def selector_labels(pool: InferencePool, tier: Tier) -> dict[str, str]:
+    return {LABEL_POOL: pool.metadata.name, LABEL_TIER: tier.name}
+
+
+def labels(pool: InferencePool, tier: Tier | None = None) -> dict[str, str]:
+    result = {
+        "app.kubernetes.io/name": "vllm",
+        "app.kubernetes.io/instance": pool.metadata.name,
+        "app.kubernetes.io/part-of": "gpufleet",
+        LABEL_MANAGED_BY: MANAGED_BY,
+        LABEL_POOL: pool.metadata.name,
+    }
+    if tier is not None:
+        result["app.kubernetes.io/component"] = tier.name
+        result[LABEL_TIER] = tier.name
+    return result
+
+
+def owner_reference(pool: InferencePool) -> dict[str, Any]:
+    return {
+        "apiVersion": API_VERSION,
+        "kind": KIND,
+        "name": pool.metadata.name,
+        "uid": pool.metadata.uid,
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def _metadata(pool: InferencePool, name: str, tier: Tier | None) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": pool.metadata.namespace,
+        "labels": labels(pool, tier),
+        "ownerReferences": [owner_reference(pool)],
+    }
+
+
+def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
+    model = pool.spec.model
+    return [
+        "--model",
+        model.name,
+        "--served-model-name",
+        model.served_model_name or pool.metadata.name,
+        "--tensor-parallel-size",
+        str(tier.gpus_per_replica),
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(VLLM_PORT),
+        *model.extra_args,
+    ]
+
+
+def _resources(tier: Tier) -> dict[str, Any]:
+    gpus = str(tier.gpus_per_replica)
+
+    def quantities(values: ResourceList | None) -> dict[str, str]:
+        if values is None:
+            return {}
+        return {k: v for k, v in (("cpu", values.cpu), ("memory", values.memory)) if v}
+
+    requests = quantities(tier.resources.requests if tier.resources else None)
+    limits = quantities(tier.resources.limits if tier.resources else None)
+    return {
+        "requests": {**requests, GPU_RESOURCE: gpus},
+        "limits": {**limits, GPU_RESOURCE: gpus},
+    }
+
+
+def shm_size(tier: Tier) -> str:
+    """Shared memory for NCCL between tensor-parallel workers; small for one GPU."""
+    return "2Gi" if tier.gpus_per_replica == 1 else f"{8 * tier.gpus_per_replica}Gi"
+
+
+def startup_seconds(pool: InferencePool) -> int:
+    size = pool.spec.model.size_billions() or 8.0
+    return max(_STARTUP_MIN_SECONDS, int(size * _STARTUP_SECONDS_PER_BILLION))
+
+
+def _env(pool: InferencePool) -> list[dict[str, Any]]:
+    return [env.model_dump(by_alias=True, exclude_none=True) for env in pool.spec.model.env]
+
+
+def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
+    return {
+        "httpGet": {"path": path, "port": "http"},
+        "periodSeconds": period,
+        "failureThreshold": failures,
+        "timeoutSeconds": 5,
+    }
+
+
+def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
+    """The vLLM OpenAI server Deployment of one tier."""
+    pod_labels = labels(pool, tier)
+    container: dict[str, Any] = {
+        "name": "vllm",
+        "image": pool.spec.model.image or DEFAULT_IMAGE,
+        "command": ["python3", "-m", "vllm.entrypoints.openai.api_server"],
+        "args": vllm_args(pool, tier),
+        "ports": [{"name": "http", "containerPort": VLLM_PORT, "protocol": "TCP"}],
+        "resources": _resources(tier),
+        "readinessProbe": _probe("/health", 5, 3),
+        "livenessProbe": _probe("/health", 10, 6),
+        # Model download and load can take minutes; liveness starts only after this passes.
+        "startupProbe": _probe("/health", 10, startup_seconds(pool) // 10),
+        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+    }
+    env = _env(pool)
+    if env:
+        container["env"] = env
+    pod_spec: dict[str, Any] = {
+        "containers": [container],
+        "terminationGracePeriodSeconds": 60,
+        "volumes": [
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(tier)}}
+        ],
+    }
+    if tier.node_selector:
+        pod_spec["nodeSelector"] = dict(tier.node_selector)
+    if tier.tolerations:
+        pod_spec["tolerations"] = [
+            t.model_dump(by_alias=True, exclude_none=True) for t in tier.tolerations
+        ]
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": _metadata(pool, child_name(pool, tier), tier),
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": selector_labels(pool, tier)},
+            # GPUs are scarce: add a replica before removing one, one at a time.
+            "strategy": {
+                "type": "RollingUpdate",
+                "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+            },
+            "template": {
+                "metadata": {
+                    "labels": pod_labels,
+                    "annotations": {
+                        "prometheus.io/scrape": "true",
+                        "prometheus.io/port": str(VLLM_PORT),
+                        "prometheus.io/path": "/metrics",
+                    },
+                },
+                "spec": pod_spec,
+            },
+        },
+    }
+
+
+def service(pool: InferencePool, tier: Tier) -> Manifest:
+    """The ClusterIP Service in front of one tier's replicas."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": _metadata(pool, child_name(pool, tier), tier),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": selector_labels(pool, tier),
+            "ports": [{"name": "http", "port": VLLM_PORT, "targetPort": "http", "protocol": "TCP"}],
+        },
+    }
+
+
+def _rule(
+    pool: InferencePool, traffic_class: TrafficClass, weights: Mapping[str, int]
+) -> dict[str, Any]:
+    matches: list[dict[str, Any]]
+    if traffic_class.match is None:
+        matches = [{"path": {"type": "PathPrefix", "value": "/"}}]
+    else:
+        matches = [
+            {
+                "headers": [
+                    {"type": h.type, "name": h.name, "value": h.value}
+                    for h in traffic_class.match.headers
+                ]
+            }
+        ]
+    return {
+        "name": traffic_class.name,
+        "matches": matches,
+        "backendRefs": [
+            {
+                "group": "",
+                "kind": "Service",
+                "name": child_name(pool, tier),
+                "port": VLLM_PORT,
+                "weight": weights.get(tier.name, 0),
+            }
+            for tier in pool.spec.tiers
+        ],
+    }
+
+
+def http_route(pool: InferencePool, weights: Mapping[str, Mapping[str, int]]) -> Manifest:
+    """One HTTPRoute: a rule per traffic class, its backends the tier Services, weighted.
+
+    Header matches are more specific than the default class's path-only match, so the
+    Gateway API's precedence rules send matched requests to their class's rule.
+    """
+    spec: dict[str, Any] = {
+        "parentRefs": [
+            {
+                "group": GATEWAY_GROUP,
+                "kind": "Gateway",
+                "name": ref.name,
+                **({"namespace": ref.namespace} if ref.namespace else {}),
+                **({"sectionName": ref.section_name} if ref.section_name else {}),
+            }
+            for ref in pool.spec.routing.parent_refs
+        ],
+        "rules": [_rule(pool, c, weights.get(c.name, {})) for c in pool.spec.traffic_classes],
+    }
+    if pool.spec.routing.hostnames:
+        spec["hostnames"] = list(pool.spec.routing.hostnames)
+    return {
+        "apiVersion": HTTPROUTE_API_VERSION,
+        "kind": "HTTPRoute",
+        "metadata": _metadata(pool, pool.metadata.name, None),
+        "spec": spec,
+    }
+
+
+def route_weights(route: Mapping[str, Any], pool_name: str) -> dict[str, dict[str, int]]:
+    """Weights per class and tier read back from an HTTPRoute this module built."""
+    prefix = f"{pool_name}-"
+    result: dict[str, dict[str, int]] = {}
+    for rule in route.get("spec", {}).get("rules", []):
+        name = rule.get("name")
+        if not name:
+            continue
+        result[name] = {
+            ref["name"].removeprefix(prefix): int(ref.get("weight", 1))
+            for ref in rule.get("backendRefs", [])
+            if ref.get("name", "").startswith(prefix)
+        }
+    return result

@@ -1,0 +1,304 @@
+"""Status and Events from a pass's observation and plan (pure).
+
+`build_status` computes the whole status a pass would write; the reconciler compares it
+with the status the object has and writes only when they differ, so an idle pass writes
+nothing. `events` lists what changed (replicas, weights, conditions) for Events, emitted
+by the reconciler only after the status write succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from gpufleet.api.conditions import find, set_condition
+from gpufleet.api.status import (
+    ClassStatus,
+    Condition,
+    ConditionStatus,
+    ConditionType,
+    Decision,
+    InferencePoolStatus,
+    Reason,
+    TierStatus,
+    TierWeight,
+)
+from gpufleet.api.types import InferencePool
+from gpufleet.planning.model import Observation, Plan, Verdict
+
+
+@dataclass(frozen=True)
+class RoutingState:
+    """What happened to the HTTPRoute this pass."""
+
+    applied: bool
+    reason: Reason
+    message: str
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An Event to emit on the pool: type is Normal or Warning."""
+
+    type: str
+    reason: str
+    message: str
+
+
+def _to_status(verdict: bool | None) -> ConditionStatus:
+    if verdict is None:
+        return ConditionStatus.UNKNOWN
+    return ConditionStatus.TRUE if verdict else ConditionStatus.FALSE
+
+
+def money(value: float | None) -> str | None:
+    """Dollars with four significant digits: "0.02441", "12.50"."""
+    if value is None:
+        return None
+    if value == 0:
+        return "0"
+    if value >= 100:
+        return f"{value:.2f}"
+    return f"{value:.4g}"
+
+
+def _ms(seconds: float | None) -> int | None:
+    return None if seconds is None else round(seconds * 1000)
+
+
+def ready_verdict(pool: InferencePool, observation: Observation, plan: Plan) -> Verdict:
+    """Ready: every traffic class can be served now by a Ready replica of a tier it uses."""
+    ready = {name: t.ready_replicas for name, t in observation.tiers.items()}
+    desired = {name: t.replicas for name, t in plan.tiers.items()}
+    missing = [
+        f"{name} {ready.get(name, 0)}/{want}"
+        for name, want in desired.items()
+        if ready.get(name, 0) < want
+    ]
+    unserved = [
+        c.name
+        for c in pool.spec.traffic_classes
+        if c.name in plan.classes
+        and not any(
+            w > 0 and ready.get(tier, 0) > 0 for tier, w in plan.classes[c.name].weights.items()
+        )
+    ]
+    if unserved:
+        starting = sum(t.starting_replicas for t in observation.tiers.values())
+        return Verdict(
+            False,
+            Reason.REPLICAS_STARTING if starting else Reason.NO_READY_REPLICAS,
+            f"No Ready replica serves {', '.join(unserved)}"
+            + (f" ({starting} replicas starting)" if starting else ""),
+        )
+    if missing:
+        return Verdict(
+            True,
+            Reason.PARTIALLY_READY,
+            "Serving every class; not Ready yet: " + ", ".join(missing),
+        )
+    return Verdict(True, Reason.TIERS_READY, "All desired replicas are Ready")
+
+
+def build_status(
+    pool: InferencePool,
+    observation: Observation,
+    plan: Plan,
+    routing: RoutingState,
+    previous: InferencePoolStatus,
+) -> InferencePoolStatus:
+    """The status this pass writes."""
+    now = observation.now
+    generation = pool.metadata.generation
+    conditions: list[Condition] = list(previous.conditions)
+    verdicts: list[tuple[ConditionType, Verdict]] = [
+        (ConditionType.READY, ready_verdict(pool, observation, plan)),
+        (ConditionType.OBJECTIVES_MET, plan.objectives),
+        (ConditionType.METRICS_AVAILABLE, plan.metrics),
+        (ConditionType.DEGRADED, plan.degraded),
+        (
+            ConditionType.ROUTING_APPLIED,
+            Verdict(routing.applied, routing.reason, routing.message),
+        ),
+    ]
+    for type_, verdict in verdicts:
+        conditions = set_condition(
+            conditions,
+            type_,
+            _to_status(verdict.status),
+            verdict.reason,
+            verdict.message,
+            now=now,
+            observed_generation=generation,
+        )
+
+    tiers = []
+    for tier in pool.spec.tiers:
+        seen = observation.tiers.get(tier.name)
+        decided = plan.tiers[tier.name]
+        tokens = None
+        if seen is not None and seen.prompt_tokens_per_second is not None:
+            tokens = round(seen.prompt_tokens_per_second + (seen.generation_tokens_per_second or 0))
+        tiers.append(
+            TierStatus(
+                name=tier.name,
+                desired_replicas=decided.replicas,
+                ready_replicas=seen.ready_replicas if seen else 0,
+                unschedulable_replicas=seen.unschedulable_replicas if seen else 0,
+                lost_replicas=decided.lost_replicas,
+                ttft_p99_milliseconds=_ms(seen.ttft_p99_seconds) if seen else None,
+                tokens_per_second=tokens,
+                capacity_factor_percent=decided.capacity_factor_percent,
+                scale_down_since=decided.scale_down_since,
+                scale_down_to=decided.scale_down_to,
+            )
+        )
+
+    classes = []
+    for traffic_class in pool.spec.traffic_classes:
+        decided_class = plan.classes.get(traffic_class.name)
+        weights = decided_class.weights if decided_class else {}
+        demand = decided_class.demand_tokens_per_second if decided_class else None
+        classes.append(
+            ClassStatus(
+                name=traffic_class.name,
+                weights=[
+                    TierWeight(tier=t.name, weight=weights.get(t.name, 0)) for t in pool.spec.tiers
+                ],
+                demand_tokens_per_second=None if demand is None else round(demand),
+                predicted_ttft_p99_milliseconds=_ms(
+                    decided_class.predicted_ttft_p99_seconds if decided_class else None
+                ),
+                observed_ttft_p99_milliseconds=_ms(
+                    observation.class_ttft_p99_seconds.get(traffic_class.name)
+                ),
+                objective_ttft_p99_milliseconds=traffic_class.ttft_p99_milliseconds,
+            )
+        )
+
+    decision = previous.last_decision
+    if decision is None or _decision_changed(previous, tiers, classes, plan):
+        decision = Decision(
+            time=now.replace(microsecond=0), reason=plan.reason, message=plan.message
+        )
+
+    return InferencePoolStatus(
+        observed_generation=generation,
+        conditions=conditions,
+        tiers=tiers,
+        classes=classes,
+        cost_per_hour=money(plan.cost_per_hour),
+        cost_per_million_tokens=money(plan.cost_per_million_tokens),
+        energy_kwh_per_million_tokens=_three(plan.energy_kwh_per_million_tokens),
+        carbon_grams_per_million_tokens=_three(plan.carbon_grams_per_million_tokens),
+        last_decision=decision,
+        tier_summary=" ".join(f"{t.name}:{t.ready_replicas}/{t.desired_replicas}" for t in tiers),
+        weight_summary="; ".join(
+            f"{c.name}: " + ",".join(f"{w.tier}={w.weight}" for w in c.weights if w.weight)
+            for c in classes
+        ),
+        ttft_summary=" ".join(_ttft_cell(c) for c in classes),
+    )
+
+
+def _three(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3g}"
+
+
+def _ttft_cell(c: ClassStatus) -> str:
+    if c.observed_ttft_p99_milliseconds is not None:
+        shown = f"{c.observed_ttft_p99_milliseconds}"
+    elif c.predicted_ttft_p99_milliseconds is not None:
+        shown = f"~{c.predicted_ttft_p99_milliseconds}"
+    else:
+        shown = "-"
+    return f"{c.name}:{shown}/{c.objective_ttft_p99_milliseconds}ms"
+
+
+def _decision_changed(
+    previous: InferencePoolStatus,
+    tiers: list[TierStatus],
+    classes: list[ClassStatus],
+    plan: Plan,
+) -> bool:
+    """A new decision: replicas or weights changed, or the planner's reason did."""
+    before = {t.name: t.desired_replicas for t in previous.tiers}
+    after = {t.name: t.desired_replicas for t in tiers}
+    if before != after or _weights(previous.classes) != _weights(classes):
+        return True
+    return previous.last_decision is None or previous.last_decision.reason != plan.reason
+
+
+def _weights(classes: list[ClassStatus]) -> dict[str, dict[str, int]]:
+    return {c.name: {w.tier: w.weight for w in c.weights} for c in classes}
+
+
+def events(
+    pool: InferencePool, previous: InferencePoolStatus, current: InferencePoolStatus, plan: Plan
+) -> list[EventRecord]:
+    """One Event per change of replicas or weights, and per condition that went bad or good."""
+    ref = f"{pool.metadata.namespace}/{pool.metadata.name}"
+    records: list[EventRecord] = []
+    before = {t.name: t.desired_replicas for t in previous.tiers}
+    for tier in current.tiers:
+        old = before.get(tier.name)
+        if old is not None and old != tier.desired_replicas:
+            records.append(
+                EventRecord(
+                    "Normal",
+                    plan.reason,
+                    f"Scaled tier {tier.name} of {ref} from {old} to {tier.desired_replicas}: "
+                    f"{plan.message}",
+                )
+            )
+        elif old is None and previous.tiers == [] and tier.desired_replicas:
+            records.append(
+                EventRecord(
+                    "Normal",
+                    plan.reason,
+                    f"Created tier {tier.name} of {ref} with {tier.desired_replicas} replicas",
+                )
+            )
+    old_weights = _weights(previous.classes)
+    for name, weights in _weights(current.classes).items():
+        if name in old_weights and old_weights[name] != weights:
+            shown = ", ".join(f"{tier}={w}" for tier, w in weights.items() if w) or "none"
+            records.append(
+                EventRecord(
+                    "Normal",
+                    Reason.TRAFFIC_MOVED,
+                    f"Moved class {name} of {ref} to {shown}: {plan.message}",
+                )
+            )
+    records += _condition_events(previous.conditions, current.conditions)
+    return records
+
+
+# Conditions whose flip deserves an Event, and the status that is bad news.
+_WATCHED: Mapping[str, ConditionStatus] = {
+    ConditionType.DEGRADED: ConditionStatus.TRUE,
+    ConditionType.METRICS_AVAILABLE: ConditionStatus.FALSE,
+    ConditionType.OBJECTIVES_MET: ConditionStatus.FALSE,
+    ConditionType.ROUTING_APPLIED: ConditionStatus.FALSE,
+}
+
+
+def _condition_events(before: list[Condition], after: list[Condition]) -> list[EventRecord]:
+    records = []
+    for type_, bad in _WATCHED.items():
+        new = find(after, type_)
+        old = find(before, type_)
+        if new is None:
+            continue
+        flipped = old is None or old.status != new.status or old.reason != new.reason
+        if not flipped:
+            continue
+        if new.status == bad:
+            records.append(
+                EventRecord("Warning", new.reason, f"{type_}={new.status}: {new.message}")
+            )
+        elif old is not None and old.status == bad:
+            records.append(
+                EventRecord("Normal", new.reason, f"{type_}={new.status}: {new.message}")
+            )
+    return records

@@ -1,0 +1,383 @@
+"""One level-based reconcile pass: parse -> observe -> plan -> apply -> status -> events.
+
+The pass reads the whole world each time (no memory between passes but the pool's own
+status), so running it twice changes nothing the second time, and a restarted operator
+picks up exactly where the old one stopped. Synchronous: the Kopf layer runs it in a
+worker thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
+
+from gpufleet.adapters.kube import Children, KubeAdapter, covers, owned_by, with_hash
+from gpufleet.api.conditions import set_condition
+from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
+from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
+from gpufleet.api.types import InferencePool, InferencePoolSpec
+from gpufleet.planning import manifests
+from gpufleet.planning.model import (
+    ClassDemand,
+    MetricsState,
+    Observation,
+    Plan,
+    TierObservation,
+    Verdict,
+)
+from gpufleet.planning.status import EventRecord, RoutingState, build_status, events
+from gpufleet.telemetry import Telemetry
+
+log = logging.getLogger(__name__)
+
+Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
+
+
+@dataclass(frozen=True)
+class TierMetrics:
+    """Prometheus readings of one tier over the last interval (None: no data)."""
+
+    ttft_p99_seconds: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+    requests_per_second: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+
+
+@dataclass(frozen=True)
+class MetricsReading:
+    """What the metrics source saw for one pool."""
+
+    state: MetricsState
+    message: str = ""
+    tiers: Mapping[str, TierMetrics] = field(default_factory=dict)
+    demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
+    class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
+
+
+class MetricsSource(Protocol):
+    def read(self, pool: InferencePool, now: datetime) -> MetricsReading: ...
+
+
+class NoMetrics:
+    """The metrics source when the operator runs without a Prometheus URL."""
+
+    def read(self, pool: InferencePool, now: datetime) -> MetricsReading:
+        return MetricsReading(
+            MetricsState.NOT_CONFIGURED,
+            "The operator runs without --prometheus-url: replicas stay at their minimum",
+        )
+
+
+@dataclass(frozen=True)
+class PassResult:
+    """What one pass did, for logs, tests and the benchmark."""
+
+    status_written: bool
+    applied: tuple[str, ...]
+    deleted: tuple[str, ...]
+    events: tuple[EventRecord, ...]
+    plan: Plan | None
+
+
+def observe(
+    pool: InferencePool, children: Children, reading: MetricsReading, now: datetime
+) -> Observation:
+    """The planner's view of the world from the pool's children and its metrics."""
+    tiers = {}
+    for tier in pool.spec.tiers:
+        deployment = children.deployments.get(manifests.child_name(pool, tier))
+        pods = children.pods.get(tier.name)
+        metrics = reading.tiers.get(tier.name, TierMetrics())
+        spec = (deployment or {}).get("spec", {})
+        status = (deployment or {}).get("status", {})
+        tiers[tier.name] = TierObservation(
+            name=tier.name,
+            desired_replicas=int(spec.get("replicas") or 0),
+            ready_replicas=int(status.get("readyReplicas") or 0),
+            starting_replicas=pods.starting if pods else 0,
+            unschedulable_replicas=pods.unschedulable if pods else 0,
+            ttft_p99_seconds=metrics.ttft_p99_seconds,
+            prompt_tokens_per_second=metrics.prompt_tokens_per_second,
+            generation_tokens_per_second=metrics.generation_tokens_per_second,
+            requests_per_second=metrics.requests_per_second,
+            requests_waiting=metrics.requests_waiting,
+            kv_cache_usage=metrics.kv_cache_usage,
+        )
+    return Observation(
+        now=now,
+        tiers=tiers,
+        metrics=reading.state,
+        metrics_message=reading.message,
+        demand=reading.demand,
+        class_ttft_p99_seconds=reading.class_ttft_p99_seconds,
+    )
+
+
+def status_patch(
+    raw: Mapping[str, Any] | None, status: InferencePoolStatus
+) -> dict[str, Any] | None:
+    """The merge patch that turns `raw` into `status`, or None when they already agree."""
+    new = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    old = dict(raw or {})
+    known = {f.alias or name for name, f in InferencePoolStatus.model_fields.items()}
+    patch: dict[str, Any] = {k: v for k, v in new.items() if old.get(k) != v}
+    patch.update({k: None for k in old if k in known and k not in new})
+    return patch or None
+
+
+class Reconciler:
+    """Runs passes for pools; one instance per operator process."""
+
+    def __init__(
+        self,
+        kube: KubeAdapter,
+        metrics: MetricsSource,
+        planner: Planner,
+        telemetry: Telemetry,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.kube = kube
+        self.metrics = metrics
+        self.planner = planner
+        self.telemetry = telemetry
+        self.clock = clock
+
+    def reconcile(self, body: Mapping[str, Any]) -> PassResult:
+        """One pass over one pool, timed; failures are counted and re-raised."""
+        started = time.perf_counter()
+        result = "error"
+        try:
+            outcome = self._reconcile(body, self.clock())
+            result = "ok"
+            return outcome
+        finally:
+            self.telemetry.reconcile_seconds.labels(result).observe(time.perf_counter() - started)
+
+    def _reconcile(self, body: Mapping[str, Any], now: datetime) -> PassResult:
+        try:
+            pool = parse_pool(body)
+        except InvalidPool as invalid:
+            return self._refuse(body, invalid, now)
+        namespace, name = pool.metadata.namespace, pool.metadata.name
+        previous = pool.status
+
+        wants_route = bool(pool.spec.routing.parent_refs)
+        gateway = self.kube.gateway_api_installed() if wants_route else False
+        children = self.kube.read_children(namespace, name, route=gateway)
+        reading = self.metrics.read(pool, now)
+        observation = observe(pool, children, reading, now)
+        plan = self.planner(pool.spec, observation, previous)
+
+        applied, conflicts = self._apply_tiers(pool, children, plan)
+        routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
+        deleted = self._prune(pool, children, gateway)
+        if conflicts:
+            plan = replace(
+                plan,
+                degraded=Verdict(
+                    True,
+                    Reason.CHILD_CONFLICT,
+                    f"Objects not owned by this pool hold the names {', '.join(conflicts)}: "
+                    "rename the tier or delete them",
+                ),
+            )
+
+        status = build_status(pool, observation, plan, routing, previous)
+        patch = status_patch(body.get("status"), status)
+        if patch is not None:
+            self.kube.patch_status(namespace, name, patch)
+        records = events(pool, previous, status, plan) if patch is not None else []
+        for record in records:
+            self._emit(body, record)
+        if records and any(r.reason == plan.reason for r in records):
+            self.telemetry.decisions.labels(plan.reason).inc()
+        self._export(pool, status)
+        return PassResult(
+            status_written=patch is not None,
+            applied=tuple(applied),
+            deleted=tuple(deleted),
+            events=tuple(records),
+            plan=plan,
+        )
+
+    # Apply ---------------------------------------------------------------------------
+
+    def _apply_if_changed(self, manifest: dict[str, Any], live: Mapping[str, Any] | None) -> bool:
+        stamped = with_hash(manifest)
+        if live is not None and covers(live, stamped):
+            return False
+        self.kube.apply(stamped)
+        return True
+
+    def _apply_tiers(
+        self, pool: InferencePool, children: Children, plan: Plan
+    ) -> tuple[list[str], list[str]]:
+        applied: list[str] = []
+        conflicts: list[str] = []
+        for tier in pool.spec.tiers:
+            name = manifests.child_name(pool, tier)
+            replicas = plan.tiers[tier.name].replicas
+            pairs = (
+                (
+                    manifests.deployment(pool, tier, replicas),
+                    children.deployments.get(name),
+                    self.kube.get_deployment,
+                ),
+                (manifests.service(pool, tier), children.services.get(name), self.kube.get_service),
+            )
+            for manifest, live, get in pairs:
+                kind = manifest["kind"]
+                if live is None:
+                    # Not labelled as ours: an object of that name may still exist.
+                    other = get(pool.metadata.namespace, name)
+                    if other is not None and not owned_by(other, pool.metadata.uid):
+                        conflicts.append(f"{kind} {name}")
+                        continue
+                    live = other
+                elif not owned_by(live, pool.metadata.uid):
+                    conflicts.append(f"{kind} {name}")
+                    continue
+                if self._apply_if_changed(manifest, live):
+                    applied.append(f"{kind} {name}")
+        return applied, conflicts
+
+    def _apply_route(
+        self,
+        pool: InferencePool,
+        children: Children,
+        plan: Plan,
+        wanted: bool,
+        gateway: bool,
+        applied: list[str],
+    ) -> RoutingState:
+        if not wanted:
+            return RoutingState(
+                False,
+                Reason.NO_PARENT_REFS,
+                "spec.routing.parentRefs is empty: no HTTPRoute; clients use the tier Services",
+            )
+        if not gateway:
+            return RoutingState(
+                False,
+                Reason.GATEWAY_API_MISSING,
+                "The Gateway API CRDs (HTTPRoute) are not installed: the tier Services serve, "
+                "but traffic weights are not applied. Install the Gateway API standard CRDs.",
+            )
+        weights = {name: dict(c.weights) for name, c in plan.classes.items()}
+        route = manifests.http_route(pool, weights)
+        if children.route is not None and not owned_by(children.route, pool.metadata.uid):
+            return RoutingState(
+                False,
+                Reason.ROUTE_APPLY_FAILED,
+                f"HTTPRoute {pool.metadata.name} exists and is not owned by this pool",
+            )
+        try:
+            if self._apply_if_changed(route, children.route):
+                applied.append(f"HTTPRoute {pool.metadata.name}")
+        except ApiException as error:
+            log.warning(
+                "Failed to apply HTTPRoute %s/%s: %s",
+                pool.metadata.namespace,
+                pool.metadata.name,
+                error.reason,
+            )
+            return RoutingState(False, Reason.ROUTE_APPLY_FAILED, f"Apply failed: {error.reason}")
+        shown = "; ".join(
+            f"{c}: " + ",".join(f"{t}={w}" for t, w in ws.items() if w) for c, ws in weights.items()
+        )
+        return RoutingState(True, Reason.ROUTE_APPLIED, f"HTTPRoute {pool.metadata.name}: {shown}")
+
+    def _prune(self, pool: InferencePool, children: Children, gateway: bool) -> list[str]:
+        """Delete children of tiers no longer in the spec (and the route when unrouted).
+
+        Only objects carrying this pool's label AND a controller ownerReference to this
+        pool's uid are candidates; the delete is preconditioned on the uid we saw.
+        """
+        wanted = {manifests.child_name(pool, t) for t in pool.spec.tiers}
+        deleted = []
+        for kind, objects in (("Deployment", children.deployments), ("Service", children.services)):
+            for name, obj in objects.items():
+                if name in wanted or not owned_by(obj, pool.metadata.uid):
+                    continue
+                self.kube.delete(kind, pool.metadata.namespace, name, obj["metadata"]["uid"])
+                deleted.append(f"{kind} {name}")
+        route = children.route
+        if (
+            gateway
+            and route is not None
+            and not pool.spec.routing.parent_refs
+            and owned_by(route, pool.metadata.uid)
+        ):
+            self.kube.delete(
+                "HTTPRoute", pool.metadata.namespace, pool.metadata.name, route["metadata"]["uid"]
+            )
+            deleted.append(f"HTTPRoute {pool.metadata.name}")
+        return deleted
+
+    # Status, events, metrics ---------------------------------------------------------
+
+    def _refuse(self, body: Mapping[str, Any], invalid: InvalidPool, now: datetime) -> PassResult:
+        """An object the API would not have accepted: say so in status, touch nothing else."""
+        raw = body.get("status")
+        previous = parse_status(raw)
+        meta = body.get("metadata", {})
+        message = "; ".join(invalid.problems)
+        conditions = set_condition(
+            previous.conditions,
+            ConditionType.READY,
+            ConditionStatus.FALSE,
+            Reason.INVALID_SPEC,
+            f"The spec is invalid, nothing was changed: {message}",
+            now=now,
+            observed_generation=int(meta.get("generation") or 0),
+        )
+        status = previous.model_copy(
+            update={
+                "conditions": conditions,
+                "observed_generation": int(meta.get("generation") or 0),
+            }
+        )
+        patch = status_patch(raw, status)
+        records: list[EventRecord] = []
+        if patch is not None:
+            self.kube.patch_status(meta.get("namespace", "default"), invalid.name, patch)
+            records = [EventRecord("Warning", Reason.INVALID_SPEC, message)]
+            self._emit(body, records[0])
+        log.warning("Refused %s/%s: %s", meta.get("namespace"), invalid.name, message)
+        return PassResult(patch is not None, (), (), tuple(records), None)
+
+    def _emit(self, body: Mapping[str, Any], record: EventRecord) -> None:
+        meta = body.get("metadata", {})
+        log.info(
+            "%s %s/%s: %s", record.reason, meta.get("namespace"), meta.get("name"), record.message
+        )
+        try:
+            self.kube.emit_event(body, record.type, record.reason, record.message)
+        except ApiException as error:  # an Event is best effort; the status has the truth
+            log.warning("Failed to post event %s: %s", record.reason, error.reason)
+
+    def _export(self, pool: InferencePool, status: InferencePoolStatus) -> None:
+        ns, name = pool.metadata.namespace, pool.metadata.name
+        for tier in status.tiers:
+            self.telemetry.replicas.labels(ns, name, tier.name, "desired").set(
+                tier.desired_replicas
+            )
+            self.telemetry.replicas.labels(ns, name, tier.name, "ready").set(tier.ready_replicas)
+            self.telemetry.replicas.labels(ns, name, tier.name, "unschedulable").set(
+                tier.unschedulable_replicas
+            )
+        for traffic_class in status.classes:
+            for weight in traffic_class.weights:
+                self.telemetry.weights.labels(ns, name, traffic_class.name, weight.tier).set(
+                    weight.weight
+                )
+        if status.cost_per_hour is not None:
+            self.telemetry.cost.labels(ns, name).set(float(status.cost_per_hour))

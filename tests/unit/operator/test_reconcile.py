@@ -1,0 +1,158 @@
+"""The reconcile pass against an in-memory Kubernetes: idempotent, careful, explainable."""
+
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+
+from gpufleet.adapters.kube import KubeAdapter
+from gpufleet.api.conditions import find
+from gpufleet.api.status import InferencePoolStatus
+from gpufleet.reconcile import NoMetrics, Reconciler
+from tests.fakes import FakeKube
+from tests.planners import minimum_plan
+from tests.pools import load_example
+
+pytestmark = pytest.mark.timeout(2)
+
+NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+
+
+def setup(**kube_options: Any) -> tuple[FakeKube, Reconciler]:
+    kube = FakeKube(**kube_options)
+    reconciler = Reconciler(
+        cast(KubeAdapter, kube), NoMetrics(), minimum_plan, kube.telemetry, lambda: NOW
+    )
+    kube.add_pool(load_example())
+    return kube, reconciler
+
+
+def run(kube: FakeKube, reconciler: Reconciler) -> Any:
+    body = kube.get_pool("default", "llama3-8b")
+    assert body is not None
+    return reconciler.reconcile(body)
+
+
+def status(kube: FakeKube) -> InferencePoolStatus:
+    return InferencePoolStatus.model_validate(kube.pools[("default", "llama3-8b")]["status"])
+
+
+def test_first_pass_creates_children_status_and_events() -> None:
+    kube, reconciler = setup()
+    result = run(kube, reconciler)
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and (ready.status, ready.reason) == ("False", "NoReadyReplicas")
+    assert sorted(result.applied) == [
+        "Deployment llama3-8b-h100",
+        "Deployment llama3-8b-rtx4090",
+        "HTTPRoute llama3-8b",
+        "Service llama3-8b-h100",
+        "Service llama3-8b-rtx4090",
+    ]
+    assert any("Created tier h100" in message for _, _, message in kube.events)
+    run(kube, reconciler)  # the next pass sees the replicas the first one asked for
+    s = status(kube)
+    assert s.observed_generation == 1
+    assert [(t.name, t.desired_replicas) for t in s.tiers] == [("h100", 1), ("rtx4090", 0)]
+    ready = find(s.conditions, "Ready")
+    assert ready is not None and ready.status == "True"
+    metrics = find(s.conditions, "MetricsAvailable")
+    assert metrics is not None and metrics.status == "False"
+    assert s.tier_summary == "h100:1/1 rtx4090:0/0"
+
+
+def test_pass_over_an_unchanged_world_writes_nothing() -> None:
+    kube, reconciler = setup()
+    run(kube, reconciler)
+    run(kube, reconciler)
+    before = len(kube.writes)
+    result = run(kube, reconciler)
+    assert kube.writes[before:] == []
+    assert not result.status_written
+
+
+def test_hand_edited_deployment_is_put_back() -> None:
+    kube, reconciler = setup()
+    run(kube, reconciler)
+    run(kube, reconciler)
+    kube.objects[("Deployment", "default", "llama3-8b-h100")]["spec"]["replicas"] = 5
+    result = run(kube, reconciler)
+    assert result.applied == ("Deployment llama3-8b-h100",)
+    assert kube.objects[("Deployment", "default", "llama3-8b-h100")]["spec"]["replicas"] == 1
+
+
+def test_removed_tier_is_pruned_but_foreign_objects_are_left() -> None:
+    kube, reconciler = setup()
+    run(kube, reconciler)
+    kube.put(
+        {
+            "kind": "Deployment",
+            "metadata": {
+                "name": "someone-elses",
+                "namespace": "default",
+                "labels": {"gpufleet.dev/pool": "llama3-8b", "gpufleet.dev/tier": "x"},
+            },
+            "spec": {"replicas": 1},
+        }
+    )
+    body = kube.pools[("default", "llama3-8b")]
+    body["spec"]["tiers"] = body["spec"]["tiers"][:1]
+    body["spec"]["trafficClasses"][1]["name"] = "batch"
+    result = run(kube, reconciler)
+    assert sorted(result.deleted) == ["Deployment llama3-8b-rtx4090", "Service llama3-8b-rtx4090"]
+    assert ("Deployment", "default", "someone-elses") in kube.objects
+
+
+def test_existing_object_with_a_childs_name_is_never_taken_over() -> None:
+    kube, reconciler = setup()
+    kube.put(
+        {
+            "kind": "Service",
+            "metadata": {"name": "llama3-8b-h100", "namespace": "default"},
+            "spec": {},
+        }
+    )
+    result = run(kube, reconciler)
+    assert "Service llama3-8b-h100" not in result.applied
+    assert kube.objects[("Service", "default", "llama3-8b-h100")]["spec"] == {}
+    degraded = find(status(kube).conditions, "Degraded")
+    assert degraded is not None and degraded.status == "True"
+    assert degraded.reason == "ChildConflict"
+    assert "Service llama3-8b-h100" in degraded.message
+
+
+def test_without_gateway_api_the_pool_serves_and_says_routing_is_not_applied() -> None:
+    kube, reconciler = setup(gateway=False)
+    result = run(kube, reconciler)
+    assert "HTTPRoute llama3-8b" not in result.applied
+    routing = find(status(kube).conditions, "RoutingApplied")
+    assert routing is not None and (routing.status, routing.reason) == (
+        "False",
+        "GatewayAPIMissing",
+    )
+    assert "Deployment llama3-8b-h100" in result.applied
+
+
+def test_invalid_object_gets_a_condition_and_nothing_else() -> None:
+    kube, reconciler = setup()
+    kube.pools[("default", "llama3-8b")]["spec"]["tiers"][0]["minReplicas"] = 99
+    result = run(kube, reconciler)
+    assert result.applied == ()
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and ready.reason == "InvalidSpec"
+    assert "minReplicas" in ready.message
+    assert [e[1] for e in kube.events] == ["InvalidSpec"]
+    before = len(kube.writes)
+    run(kube, reconciler)
+    assert kube.writes[before:] == [], "an invalid object is reported once, not every pass"
+
+
+def test_unschedulable_replicas_are_counted() -> None:
+    kube, reconciler = setup()
+    kube.unschedulable["h100"] = 1
+    run(kube, reconciler)
+    run(kube, reconciler)
+    h100 = status(kube).tiers[0]
+    assert (h100.desired_replicas, h100.ready_replicas, h100.unschedulable_replicas) == (1, 0, 1)
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and ready.status == "False"
