@@ -1,0 +1,229 @@
+"""Performance profiles: which `ReplicaModel` a tier's replicas follow.
+
+A tier's replica model comes from, in order:
+1. the tier's own `profile` (measured points in the spec), fitted at run time;
+2. the built-in table (`profile_data`, derived by `tools/derive_profiles.py` from the
+   io.net / IOG Foundation vLLM 0.8.5 runs in ../shared/data/iog-llm-inference-benchmarks,
+   Apache-2.0), keyed by (accelerator, model size class, gpusPerReplica).
+When the table has the accelerator and size class but not the GPU count, the profile with
+the largest smaller GPU count is used (conservative: it credits the extra GPUs nothing).
+When nothing fits, `replica_model` raises `ProfileNotFound` and the planner treats the
+tier as eligible for no class, saying why.
+
+Stated assumptions (not measured; each documented where it is used):
+- H100-SXM-80GB has no measurements: it uses the H100 PCIe profile unchanged. The SXM card
+  has 1.3x the dense FP16 compute (989 vs 756 TFLOPS) and 1.6x the memory bandwidth
+  (3.35 vs 2.0 TB/s), so this understates it; its profiles say `measured=False`.
+- Board power for energy (spec TDP, all GPUs at full power, an upper bound): H100 PCIe
+  350 W, H100 SXM 700 W, RTX 4090 450 W.
+- Prefill throughput, which splits a request's time between prefill and decode and makes
+  TTFT grow with prompt length: dense FP16 tensor TFLOPS x GPUs x 40% utilization
+  / (2 x parameters) tokens/s (H100 PCIe 756, H100 SXM 989, RTX 4090 165 TFLOPS). The
+  resulting prefill share is capped at half the reference request's time and at 80% of the
+  zero-load P99. For a Custom accelerator, half the zero-load P99 is prefill.
+- Model load time (replica start to Ready, for the simulator): 60 s (container start,
+  CUDA init, graph capture) plus the fp16 weights (2 GB per billion parameters) read at
+  1 GB/s, i.e. weights already on the node or on fast storage; image already pulled.
+- Model size classes: the nearest (in ratio) of 1.5B, 8B, 14B, 32B, 70B; weights must fit
+  in 90% of the replica's GPU memory or the tier has no profile.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
+from gpufleet.planning.capacity import Fit, ReplicaModel
+from gpufleet.planning.fitting import BuiltinProfile, MeasuredPoint, fit_points
+from gpufleet.planning.profile_data import PROFILES
+
+PREFILL_UTILIZATION = 0.4
+CUSTOM_PREFILL_SHARE_OF_BASE = 0.5
+MAX_PREFILL_SHARE_OF_REQUEST = 0.5
+MAX_PREFILL_SHARE_OF_BASE = 0.8
+LOAD_FIXED_SECONDS = 60.0
+LOAD_GIGABYTES_PER_SECOND = 1.0
+WEIGHT_MEMORY_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class AcceleratorSpec:
+    """Spec-sheet facts about a GPU model."""
+
+    watts: float
+    dense_fp16_tflops: float
+    memory_gigabytes: float
+    profile_from: Accelerator  # whose measurements it uses
+    note: str = ""
+
+
+ACCELERATORS: dict[Accelerator, AcceleratorSpec] = {
+    Accelerator.H100_PCIE: AcceleratorSpec(350.0, 756.0, 80.0, Accelerator.H100_PCIE),
+    Accelerator.H100_SXM: AcceleratorSpec(
+        700.0,
+        989.0,
+        80.0,
+        Accelerator.H100_PCIE,
+        note="derived: no SXM measurements, H100 PCIe numbers used unchanged (SXM is faster)",
+    ),
+    Accelerator.RTX4090: AcceleratorSpec(450.0, 165.0, 24.0, Accelerator.RTX4090),
+}
+
+SIZE_CLASSES: dict[str, float] = {"1.5B": 1.5, "8B": 8.0, "14B": 14.0, "32B": 32.0, "70B": 70.0}
+
+
+class ProfileNotFound(LookupError):
+    """No built-in profile fits the tier; the message says what to set."""
+
+
+def size_class(params_billions: float) -> str:
+    """The nearest size class, by ratio."""
+    return min(SIZE_CLASSES, key=lambda k: abs(math.log(params_billions / SIZE_CLASSES[k])))
+
+
+def model_load_seconds(params_billions: float) -> float:
+    """Assumed time from replica start to Ready (see module docstring)."""
+    return LOAD_FIXED_SECONDS + 2.0 * params_billions / LOAD_GIGABYTES_PER_SECOND
+
+
+def builtin_profile(accelerator: Accelerator, size: str, gpus: int) -> BuiltinProfile | None:
+    """The table row for this key, or the largest smaller GPU count of it; None if none."""
+    spec = ACCELERATORS.get(accelerator)
+    if spec is None:
+        return None
+    rows = [
+        p
+        for p in PROFILES
+        if p.accelerator == spec.profile_from.value and p.size_class == size and p.gpus <= gpus
+    ]
+    return max(rows, key=lambda p: p.gpus) if rows else None
+
+
+def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
+    """The replica model of a tier serving `model`; raises ProfileNotFound with a hint."""
+    params = model.size_billions()
+    if tier.profile is not None:
+        return _from_spec(tier, tier.profile, params)
+    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+    if params is None:
+        raise ProfileNotFound(
+            f"{where}: model size unknown; set spec.model.parametersBillions or tiers[].profile"
+        )
+    spec = ACCELERATORS.get(tier.accelerator)
+    if spec is None:
+        raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile")
+    size = size_class(params)
+    memory = spec.memory_gigabytes * tier.gpus_per_replica * WEIGHT_MEMORY_FRACTION
+    if 2.0 * params > memory:
+        raise ProfileNotFound(
+            f"{where}: {params:g}B fp16 weights do not fit in {memory:.0f} GB; "
+            "raise gpusPerReplica or set tiers[].profile"
+        )
+    row = builtin_profile(tier.accelerator, size, tier.gpus_per_replica)
+    if row is None:
+        raise ProfileNotFound(
+            f"{where}: no built-in profile for {size} models; set tiers[].profile"
+        )
+    source = f"io.net vLLM 0.8.5: {row.model} on {row.gpus}x {row.accelerator}"
+    if row.gpus != tier.gpus_per_replica:
+        source += f" (fewest measured GPUs <= {tier.gpus_per_replica}, extra GPUs not credited)"
+    if spec.note:
+        source += f"; {tier.accelerator.value} {spec.note}"
+    return _build(
+        name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
+        fit=row.fit,
+        prompt_tokens=row.prompt_tokens,
+        output_tokens=row.output_tokens,
+        gpus=tier.gpus_per_replica,
+        params=row.parameters_billions,
+        measured_on=(spec.profile_from, row.gpus),
+        watts_per_gpu=spec.watts,
+        load_seconds=model_load_seconds(params),
+        measured=tier.accelerator == spec.profile_from,
+        source=source,
+    )
+
+
+def _from_spec(tier: Tier, profile: Profile, params: float | None) -> ReplicaModel:
+    shape = profile.prompt_tokens + profile.output_tokens
+    points = tuple(
+        (
+            float(p.requests_per_second),
+            p.tokens_per_second / shape,
+            p.ttft_p99_milliseconds / 1000.0,
+            float(p.tokens_per_second),
+            None if p.tpot_milliseconds is None else p.tpot_milliseconds / 1000.0,
+        )
+        for p in profile.points
+    )
+    fit = _fit_cached(points)
+    spec = ACCELERATORS.get(tier.accelerator)
+    watts = None if profile.watts_per_gpu is None else float(profile.watts_per_gpu)
+    if watts is None and spec is not None:
+        watts = spec.watts
+    if profile.model_load_seconds is not None:
+        load = float(profile.model_load_seconds)
+    else:
+        load = model_load_seconds(params if params is not None else 8.0)
+    return _build(
+        name=f"{tier.name}/spec",
+        fit=fit,
+        prompt_tokens=float(profile.prompt_tokens),
+        output_tokens=float(profile.output_tokens),
+        gpus=tier.gpus_per_replica,
+        params=params,
+        measured_on=(tier.accelerator, tier.gpus_per_replica),
+        watts_per_gpu=watts,
+        load_seconds=load,
+        measured=True,
+        source=f"tiers[{tier.name}].profile ({len(points)} points)",
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _fit_cached(points: tuple[tuple[float, float, float, float, float | None], ...]) -> Fit:
+    return fit_points([MeasuredPoint(*p) for p in points]).fit
+
+
+def _build(
+    *,
+    name: str,
+    fit: Fit,
+    prompt_tokens: float,
+    output_tokens: float,
+    gpus: int,
+    params: float | None,
+    measured_on: tuple[Accelerator, int],
+    watts_per_gpu: float | None,
+    load_seconds: float,
+    measured: bool,
+    source: str,
+) -> ReplicaModel:
+    reference_seconds = 1.0 / fit.saturation_rps
+    accelerator, measured_gpus = measured_on
+    spec = ACCELERATORS.get(accelerator)
+    if spec is None or params is None:
+        prefill = CUSTOM_PREFILL_SHARE_OF_BASE * fit.ttft_base_seconds
+    else:
+        # Compute-bound prefill on the GPUs the profile was measured with.
+        flops = spec.dense_fp16_tflops * 1e12 * measured_gpus * PREFILL_UTILIZATION
+        prefill = prompt_tokens * 2.0 * params * 1e9 / flops
+    prefill = min(
+        prefill,
+        MAX_PREFILL_SHARE_OF_REQUEST * reference_seconds,
+        MAX_PREFILL_SHARE_OF_BASE * fit.ttft_base_seconds,
+    )
+    return ReplicaModel(
+        name=name,
+        fit=fit,
+        prompt_tokens=prompt_tokens,
+        output_tokens=output_tokens,
+        prefill_seconds=prefill,
+        gpus=gpus,
+        watts=None if watts_per_gpu is None else watts_per_gpu * gpus,
+        model_load_seconds=load_seconds,
+        measured=measured,
+        source=source,
+    )
