@@ -6,12 +6,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from gpufleet.api import crd, reference
+from gpufleet.api import chart, crd, reference
 
 # Paths relative to the project root, and what renders each.
 TARGETS: dict[Path, Callable[[], str]] = {
     Path("crds/inferencepools.gpufleet.dev.yaml"): crd.render,
     Path("docs/api.md"): reference.render,
+    Path("charts/gpufleet/templates/crd.yaml"): chart.render,
 }
 
 

@@ -1,0 +1,98 @@
+"""Values a user sets, one case per documented option: each is rendered into a golden file."""
+
+from __future__ import annotations
+
+from typing import Any
+
+DIGEST = "sha256:" + "0123456789abcdef" * 4
+
+CASES: dict[str, dict[str, Any]] = {
+    "default": {},
+    "watch-namespaces": {"watchNamespaces": ["llm", "batch"]},
+    "prometheus-url": {"prometheus": {"url": "http://prometheus-operated.monitoring.svc:9090"}},
+    "service-monitor": {
+        "serviceMonitor": {
+            "enabled": True,
+            "interval": "15s",
+            "labels": {"release": "kube-prometheus-stack"},
+        }
+    },
+    "pod-monitor": {
+        "podMonitor": {
+            "enabled": True,
+            "interval": "20s",
+            "labels": {"release": "kube-prometheus-stack"},
+        }
+    },
+    "crds-disabled": {"crds": {"enabled": False}},
+    "crds-not-kept": {"crds": {"keep": False}},
+    "single-replica-without-leader-election": {
+        "replicaCount": 1,
+        "leaderElection": {"enabled": False},
+    },
+    "resources": {
+        "resources": {
+            "requests": {"cpu": "250m", "memory": "512Mi"},
+            "limits": {"cpu": "1", "memory": "1Gi"},
+        }
+    },
+    "image-overrides": {
+        "image": {
+            "repository": "registry.example.com/ml/gpufleet",
+            "tag": "0.1.0-rc1",
+            "pullPolicy": "Always",
+        },
+        "imagePullSecrets": [{"name": "registry-credentials"}],
+    },
+    "image-digest": {"image": {"digest": DIGEST}},
+    "external-service-account-and-rbac": {
+        "serviceAccount": {"create": False, "name": "platform-operators"},
+        "rbac": {"create": False},
+    },
+    "names-ports-logging": {
+        "nameOverride": "fleet",
+        "fullnameOverride": "llm-fleet",
+        "leaderElection": {"leaseName": "llm-fleet-leader"},
+        "log": {"format": "text", "verbose": True},
+        "metricsPort": 9090,
+        "healthPort": 9091,
+        "service": {"type": "NodePort", "annotations": {"example.com/team": "ml-platform"}},
+        "serviceAccount": {
+            "annotations": {"iam.gke.io/gcp-service-account": "gpufleet@example.iam"}
+        },
+    },
+    "scheduling": {
+        "podAnnotations": {"example.com/owner": "ml-platform"},
+        "podLabels": {"example.com/cost-center": "inference"},
+        "priorityClassName": "system-cluster-critical",
+        "nodeSelector": {"kubernetes.io/os": "linux"},
+        "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "control"}],
+        "affinity": {
+            "podAntiAffinity": {
+                "preferredDuringSchedulingIgnoredDuringExecution": [
+                    {
+                        "weight": 100,
+                        "podAffinityTerm": {
+                            "topologyKey": "kubernetes.io/hostname",
+                            "labelSelector": {
+                                "matchLabels": {"app.kubernetes.io/name": "gpufleet"}
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    },
+}
+
+
+def leaves(values: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> value for every leaf (an empty map or list is a leaf)."""
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.update(leaves(value, f"{path}."))
+        else:
+            out[path] = value
+    return out
