@@ -43,3 +43,18 @@ unit: install ## Unit tests only (pure, seconds)
 .PHONY: test
 test: install ## The full test suite: unit, integration (real control plane), e2e
 	$(VENV)/bin/pytest tests -q
+
+# helm v4 from the local control plane's Go build (built once, then cached).
+HELM ?= $(shell $(PY) -c 'from gpufleet.dev import tools; print(tools.helm())')
+IMAGE ?= gpufleet:$(shell sed -n 's/^version = "\(.*\)"/\1/p' pyproject.toml)
+
+.PHONY: helm-lint
+helm-lint: install ## helm lint --strict the chart, then its unit tests (golden files, schema, RBAC)
+	$(HELM) lint --strict charts/gpufleet
+	GPUFLEET_HELM=$(HELM) $(VENV)/bin/pytest tests/unit/chart -q
+
+.PHONY: image
+image: ## Build the operator image (needs a Docker engine): make image IMAGE=registry/gpufleet:tag
+	@command -v docker >/dev/null 2>&1 || { echo "make image: docker is not installed; install Docker (with BuildKit) to build $(IMAGE)." >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make image: no Docker engine is reachable (docker info failed), so $(IMAGE) cannot be built on this machine. Start dockerd or point DOCKER_HOST at an engine." >&2; exit 1; }
+	DOCKER_BUILDKIT=1 docker build --tag $(IMAGE) .
