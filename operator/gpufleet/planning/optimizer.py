@@ -1,0 +1,266 @@
+"""The optimizer: integer replicas per tier and a split of each class over tiers, at least cost.
+
+A mixed-integer program solved by HiGHS (`scipy.optimize.milp`):
+
+    minimize    sum_t price_t * y_t                       (+ tie-breaks below 1% of a replica)
+    subject to  sum_t x[c,t] = s_c                          each class served (s_c = 1 normally)
+                load_t = sum_c R_c * S[c,t] * x[c,t]        replica-seconds per second on tier t
+                load_t <= rho*[c,t] * y_t  if z[c,t] = 1    the tier holds the P99 objective of
+                x[c,t] <= z[c,t]                            every class it serves (big-M)
+                min_t <= y_t <= max_t                       (max_t already capped by reality)
+                sum_t price_t * y_t <= budget               hard
+    y_t integer, z binary, 0 <= x <= 1, only eligible (class, tier) pairs have an x.
+
+R_c is the class's demand with headroom in requests/s, S[c,t] the replica time one of its
+requests costs on tier t and rho*[c,t] the highest utilization at which the class's P99
+TTFT holds on that tier (`ReplicaModel.max_utilization`). Counting load in replica-seconds
+is the "fractions of a replica per class" rule (load_c / capacity_c summed over classes
+fits the replicas), made strict: every class on a tier sees the same queue, so the tier's
+whole load must fit the tightest objective it serves.
+
+When every class cannot be served (max replicas, budget, caps), classes are served in
+priority order: maximize the served tokens/s of the highest priority first, fix it, then
+the next, then minimize cost with all of that fixed. The plan never exceeds max replicas
+or the budget. Deterministic: one solver, fixed options, variables in spec order.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+
+_TIME_LIMIT_SECONDS = 2.0
+_SERVED_TOLERANCE = 1e-6
+
+
+@dataclass(frozen=True)
+class TierOption:
+    """A tier as the optimizer sees it."""
+
+    name: str
+    price_per_replica_hour: float
+    min_replicas: int
+    max_replicas: int
+
+
+@dataclass(frozen=True)
+class ClassNeed:
+    """A class's demand with headroom and what serving it costs on each eligible tier."""
+
+    name: str
+    priority: int
+    rate_rps: float  # demand with headroom, requests/s
+    tokens_per_request: float
+    service_seconds: Mapping[str, float]  # tier -> replica-seconds per request (eligible only)
+    max_utilization: Mapping[str, float]  # tier -> rho* (eligible only, > 0)
+
+
+@dataclass(frozen=True)
+class Solution:
+    replicas: Mapping[str, int]
+    routing: Mapping[str, Mapping[str, float]]  # class -> tier -> share of what is served
+    served: Mapping[str, float]  # class -> fraction of its demand-with-headroom served
+    cost_per_hour: float
+    shortage: bool  # some class could not be fully served
+    optimal: bool  # False when the solver ran out of time (the best found is returned)
+
+
+@dataclass(frozen=True)
+class _Layout:
+    tiers: tuple[TierOption, ...]
+    classes: tuple[ClassNeed, ...]
+    pairs: tuple[tuple[int, int], ...]  # (class index, tier index), eligible only
+
+    @property
+    def n_y(self) -> int:
+        return len(self.tiers)
+
+    def x(self, k: int) -> int:
+        return self.n_y + k
+
+    def z(self, k: int) -> int:
+        return self.n_y + len(self.pairs) + k
+
+    def s(self, c: int) -> int:
+        return self.n_y + 2 * len(self.pairs) + c
+
+    @property
+    def size(self) -> int:
+        return self.n_y + 2 * len(self.pairs) + len(self.classes)
+
+
+def optimize(
+    tiers: Sequence[TierOption], classes: Sequence[ClassNeed], budget_per_hour: float | None
+) -> Solution:
+    """The cheapest plan serving every class, or the priority-ordered best when none exists."""
+    active = tuple(c for c in classes if c.rate_rps > 0 and c.max_utilization)
+    layout = _Layout(
+        tiers=tuple(tiers),
+        classes=active,
+        pairs=tuple(
+            (ci, ti)
+            for ci, c in enumerate(active)
+            for ti, t in enumerate(tiers)
+            if c.max_utilization.get(t.name, 0.0) > 0 and t.max_replicas > 0
+        ),
+    )
+    full = {c.name: 1.0 for c in active}
+    result = _solve(layout, budget_per_hour, served_at_least=full, maximize=None)
+    shortage = result is None
+    if result is None:
+        achieved: dict[str, float] = {c.name: 0.0 for c in active}
+        for priority in sorted({c.priority for c in active}, reverse=True):
+            group = [c.name for c in active if c.priority == priority]
+            best = _solve(layout, budget_per_hour, served_at_least=achieved, maximize=group)
+            if best is not None:
+                achieved.update({n: best.served[n] for n in group})
+        floor = {n: max(v - _SERVED_TOLERANCE, 0.0) for n, v in achieved.items()}
+        result = _solve(layout, budget_per_hour, served_at_least=floor, maximize=None)
+        if result is None:  # numerically unreachable; serve nothing rather than fail
+            result = _minimum(layout)
+    served = dict(result.served)
+    for c in classes:
+        served.setdefault(c.name, 1.0 if c.rate_rps <= 0 else 0.0)
+    shortage = shortage or any(v < 1.0 - 1e-6 for v in served.values())
+    return Solution(
+        replicas=result.replicas,
+        routing=result.routing,
+        served=served,
+        cost_per_hour=result.cost_per_hour,
+        shortage=shortage,
+        optimal=result.optimal,
+    )
+
+
+def _minimum(layout: _Layout) -> Solution:
+    replicas = {t.name: t.min_replicas for t in layout.tiers}
+    return Solution(
+        replicas=replicas,
+        routing={c.name: {} for c in layout.classes},
+        served={c.name: 0.0 for c in layout.classes},
+        cost_per_hour=sum(t.price_per_replica_hour * t.min_replicas for t in layout.tiers),
+        shortage=True,
+        optimal=False,
+    )
+
+
+def _solve(
+    layout: _Layout,
+    budget: float | None,
+    *,
+    served_at_least: Mapping[str, float],
+    maximize: Sequence[str] | None,
+) -> Solution | None:
+    """One MILP: minimize cost (maximize is None) or the served tokens/s of `maximize`."""
+    n = layout.size
+    objective = np.zeros(n)
+    prices = [t.price_per_replica_hour for t in layout.tiers]
+    smallest = min((p for p in prices if p > 0), default=1.0)
+    # Tie-breaks worth under 1% of the cheapest replica in all: serve load where its
+    # capacity is cheapest, and mix classes on a tier only when it buys something.
+    tie = 0.01 * smallest / max(1, 2 * len(layout.pairs))
+    if maximize is None:
+        objective[: layout.n_y] = prices
+        for k, (ci, ti) in enumerate(layout.pairs):
+            need, tier = layout.classes[ci], layout.tiers[ti]
+            per_load = tier.price_per_replica_hour / need.max_utilization[tier.name]
+            worst = max(t.price_per_replica_hour for t in layout.tiers) / min(
+                need.max_utilization.values()
+            )
+            objective[layout.x(k)] = tie * per_load / max(worst, 1e-12)
+            objective[layout.z(k)] = tie
+    else:
+        for ci, need in enumerate(layout.classes):
+            if need.name in maximize:
+                objective[layout.s(ci)] = -need.rate_rps * need.tokens_per_request
+        objective[: layout.n_y] = 1e-9 * np.array(prices)  # fewer replicas among equals
+
+    lower = np.zeros(n)
+    upper = np.ones(n)
+    integrality = np.zeros(n)
+    for ti, tier in enumerate(layout.tiers):
+        lower[ti], upper[ti], integrality[ti] = tier.min_replicas, tier.max_replicas, 1
+    for k in range(len(layout.pairs)):
+        integrality[layout.z(k)] = 1
+    for ci, need in enumerate(layout.classes):
+        lower[layout.s(ci)] = min(served_at_least.get(need.name, 0.0), 1.0)
+
+    rows: list[np.ndarray] = []
+    lo: list[float] = []
+    hi: list[float] = []
+    for ci in range(len(layout.classes)):
+        row = np.zeros(n)
+        for k, (cj, _) in enumerate(layout.pairs):
+            if cj == ci:
+                row[layout.x(k)] = 1.0
+        row[layout.s(ci)] = -1.0
+        rows.append(row)
+        lo.append(0.0)
+        hi.append(0.0)
+    for k, (ci, ti) in enumerate(layout.pairs):
+        tier = layout.tiers[ti]
+        load = np.zeros(n)
+        for j, (cj, tj) in enumerate(layout.pairs):
+            if tj == ti:
+                other = layout.classes[cj]
+                load[layout.x(j)] = other.rate_rps * other.service_seconds[tier.name]
+        big_m = float(load.sum())
+        row = load.copy()
+        row[ti] = -layout.classes[ci].max_utilization[tier.name]
+        row[layout.z(k)] = big_m
+        rows.append(row)
+        lo.append(-np.inf)
+        hi.append(big_m)
+        link = np.zeros(n)
+        link[layout.x(k)], link[layout.z(k)] = 1.0, -1.0
+        rows.append(link)
+        lo.append(-np.inf)
+        hi.append(0.0)
+    if budget is not None:
+        row = np.zeros(n)
+        row[: layout.n_y] = prices
+        rows.append(row)
+        lo.append(-np.inf)
+        hi.append(budget + 1e-9)
+
+    constraints = [LinearConstraint(np.array(rows), lo, hi)] if rows else []
+    result = milp(
+        objective,
+        integrality=integrality,
+        bounds=Bounds(lower, upper),
+        constraints=constraints,
+        options={"time_limit": _TIME_LIMIT_SECONDS, "mip_rel_gap": 1e-9, "presolve": True},
+    )
+    if result.x is None:
+        return None
+    return _read(layout, np.asarray(result.x), optimal=result.status == 0)
+
+
+def _read(layout: _Layout, values: np.ndarray, *, optimal: bool) -> Solution:
+    replicas = {t.name: round(float(values[ti])) for ti, t in enumerate(layout.tiers)}
+    routing: dict[str, dict[str, float]] = {}
+    served: dict[str, float] = {}
+    for ci, need in enumerate(layout.classes):
+        shares = {
+            layout.tiers[ti].name: max(float(values[layout.x(k)]), 0.0)
+            for k, (cj, ti) in enumerate(layout.pairs)
+            if cj == ci
+        }
+        total = sum(shares.values())
+        value = min(max(float(values[layout.s(ci)]), 0.0), 1.0)
+        served[need.name] = 1.0 if value > 1.0 - 10 * _SERVED_TOLERANCE else value
+        routing[need.name] = (
+            {t: v / total for t, v in shares.items() if v / total > 1e-9} if total > 1e-12 else {}
+        )
+    cost = sum(t.price_per_replica_hour * replicas[t.name] for t in layout.tiers)
+    return Solution(
+        replicas=replicas,
+        routing=routing,
+        served=served,
+        cost_per_hour=cost,
+        shortage=False,
+        optimal=optimal,
+    )

@@ -1,0 +1,81 @@
+"""The optimizer on small hand-made problems whose answers can be worked out by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
+
+pytestmark = pytest.mark.timeout(2)
+
+# Two tiers: "fast" (1 replica = 1.0 replica-second per second, holds everything),
+# "cheap" (a quarter of the price, half the speed, too slow for "tight").
+FAST = TierOption("fast", 2.0, 0, 10)
+CHEAP = TierOption("cheap", 0.5, 0, 10)
+
+
+def need(name: str, rate: float, *, tight: bool = False, priority: int = 0) -> ClassNeed:
+    service = {"fast": 0.1, "cheap": 0.2}  # seconds of replica time per request
+    rho = {"fast": 0.5} if tight else {"fast": 0.9, "cheap": 0.9}
+    return ClassNeed(
+        name=name,
+        priority=priority,
+        rate_rps=rate,
+        tokens_per_request=400,
+        service_seconds={t: service[t] for t in rho},
+        max_utilization=rho,
+    )
+
+
+def test_cheapest_capacity_wins_and_replicas_are_just_enough() -> None:
+    s = optimize([FAST, CHEAP], [need("batch", 40)], None)
+    # 40 req/s x 0.2 s = 8 replica-seconds/s at 90%: 9 cheap ($4.5) beat 5 fast ($10).
+    assert s.replicas == {"fast": 0, "cheap": 9}
+    assert s.routing == {"batch": {"cheap": 1.0}}
+    assert not s.shortage and s.cost_per_hour == pytest.approx(4.5)
+
+
+def test_a_tier_serving_a_tight_class_is_sized_for_it_with_all_its_load() -> None:
+    # tight: 4 req/s x 0.1 = 0.4 of a fast replica, allowed 50%: fits one.
+    # Adding 1 req/s of batch on that replica would make 0.5: still fits; 2 would not.
+    s = optimize([FAST, CHEAP], [need("tight", 4, tight=True), need("batch", 1)], None)
+    assert s.replicas["fast"] == 1
+    load = 4 * 0.1 + 1 * 0.1 * s.routing["batch"].get("fast", 0.0)
+    assert load <= 0.5 + 1e-9
+
+
+@pytest.mark.parametrize(
+    ("fast", "budget", "served_tight"),
+    [
+        pytest.param(TierOption("fast", 2.0, 0, 1), None, 1.0, id="max-replicas"),
+        pytest.param(FAST, 2.0, 1.0, id="budget"),
+    ],
+)
+def test_shortage_serves_higher_priority_first(
+    fast: TierOption, budget: float | None, served_tight: float
+) -> None:
+    classes = [need("batch", 40, priority=1), need("tight", 4, tight=True, priority=9)]
+    s = optimize([fast, TierOption("cheap", 0.5, 0, 0)], classes, budget)
+    assert s.shortage
+    assert s.served["tight"] == pytest.approx(served_tight)
+    assert s.served["batch"] < 0.1
+    if budget is not None:
+        assert s.cost_per_hour <= budget
+
+
+def test_min_replicas_are_kept_and_used() -> None:
+    s = optimize([TierOption("fast", 2.0, 2, 10), CHEAP], [need("batch", 10)], None)
+    # Two fast replicas at 90% carry 18 req/s of batch: no cheap replica needed.
+    assert s.replicas == {"fast": 2, "cheap": 0}
+    assert s.routing["batch"] == {"fast": 1.0}
+
+
+def test_zero_demand_buys_nothing_above_minimum() -> None:
+    s = optimize([FAST, CHEAP], [need("batch", 0)], 100.0)
+    assert s.replicas == {"fast": 0, "cheap": 0}
+    assert s.served == {"batch": 1.0}
+
+
+def test_same_problem_same_answer() -> None:
+    classes = [need("tight", 3, tight=True, priority=5), need("batch", 33)]
+    assert optimize([FAST, CHEAP], classes, 20.0) == optimize([FAST, CHEAP], classes, 20.0)
