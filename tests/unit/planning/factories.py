@@ -8,7 +8,7 @@ from typing import Any
 
 from gpufleet.api.status import ClassStatus, Decision, InferencePoolStatus, TierStatus, TierWeight
 from gpufleet.api.types import InferencePoolSpec, ModelSpec, Tier
-from gpufleet.planning.model import ClassDemand, MetricsState, Observation, TierObservation
+from gpufleet.planning.model import ClassDemand, MetricsState, Observation, Plan, TierObservation
 from tests.pools import pool, tier, traffic_class
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)
@@ -126,3 +126,39 @@ def previous(
         ],
         last_decision=Decision(time=at(decided_at), reason="Initial", message=""),
     )
+
+
+def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
+    """The status a reconciler writes after `plan` (what the next pass gets as previous)."""
+    return InferencePoolStatus(
+        tiers=[
+            TierStatus(
+                name=t.name,
+                desired_replicas=t.replicas,
+                ready_replicas=observation.tiers[t.name].ready_replicas,
+                capacity_factor_percent=t.capacity_factor_percent,
+                scale_down_since=t.scale_down_since,
+                scale_down_to=t.scale_down_to,
+            )
+            for t in plan.tiers.values()
+        ],
+        classes=[
+            ClassStatus(
+                name=c.name,
+                weights=[TierWeight(tier=t, weight=w) for t, w in c.weights.items()],
+                demand_tokens_per_second=None
+                if c.demand_tokens_per_second is None
+                else round(c.demand_tokens_per_second),
+            )
+            for c in plan.classes.values()
+        ],
+        last_decision=Decision(time=observation.now, reason=plan.reason, message=plan.message),
+    )
+
+
+def replicas(plan: Plan) -> dict[str, int]:
+    return {n: t.replicas for n, t in plan.tiers.items()}
+
+
+def weights(plan: Plan) -> dict[str, dict[str, int]]:
+    return {n: {t: w for t, w in c.weights.items() if w} for n, c in plan.classes.items()}

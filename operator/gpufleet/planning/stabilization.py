@@ -1,0 +1,191 @@
+"""Stability: how a recommendation becomes a decision without flapping or dropping traffic.
+
+- Scale up at once; scale down only after `scaleDownDelaySeconds` of lower recommendations,
+  then to the highest of them (state in TierStatus.scaleDownSince / scaleDownTo).
+- Never shrink a tier below what carries the traffic its current weights send it: weights
+  move first, replicas go in a later pass (`protect_traffic`).
+- Weights move only onto Ready replicas (make before break): a tier's share of each class
+  is bounded by its Ready capacity (`route_on_ready`); new replicas get traffic once Ready.
+- Integer weights per class summing to 100, by largest remainder (`integer_weights`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+from scipy.optimize import linprog
+
+# Overload of Ready capacity costs this much more than moving a share away from the target.
+_OVERLOAD_PENALTY = 1000.0
+
+
+@dataclass(frozen=True)
+class ScaleDecision:
+    replicas: int
+    scale_down_since: datetime | None = None
+    scale_down_to: int | None = None
+
+    @property
+    def pending(self) -> bool:
+        return self.scale_down_since is not None
+
+
+def delay_scale_down(
+    *,
+    current: int,
+    recommended: int,
+    since: datetime | None,
+    highest_lower: int | None,
+    now: datetime,
+    delay_seconds: int,
+) -> ScaleDecision:
+    """Scale up at once; scale down to the highest lower recommendation after the delay."""
+    if recommended >= current:
+        return ScaleDecision(recommended)
+    if since is None or highest_lower is None or highest_lower >= current or since > now:
+        since, highest_lower = now, recommended
+    else:
+        highest_lower = max(highest_lower, recommended)
+    if (now - since).total_seconds() >= delay_seconds:
+        return ScaleDecision(highest_lower)
+    return ScaleDecision(current, since, highest_lower)
+
+
+@dataclass(frozen=True)
+class Load:
+    """What one class's requests cost a tier: used to size and route."""
+
+    rate_rps: float  # the class's demand (requests/s) routed by its weights
+    service_seconds: Mapping[str, float]  # tier -> replica-seconds per request
+    max_utilization: Mapping[str, float]  # tier -> rho* (0 or absent: not eligible)
+
+
+def replicas_for(
+    tier: str, shares: Mapping[str, float], loads: Mapping[str, Load], fallback_rho: float
+) -> int:
+    """Replicas tier needs to carry `shares` (class -> share of its demand on this tier)."""
+    work = 0.0
+    tightest = math.inf
+    for name, share in shares.items():
+        if share <= 0 or name not in loads:
+            continue
+        load = loads[name]
+        work += share * load.rate_rps * load.service_seconds.get(tier, 0.0)
+        rho = load.max_utilization.get(tier, 0.0)
+        tightest = min(tightest, rho if rho > 0 else fallback_rho)
+    if work <= 0:
+        return 0
+    return math.ceil(work / tightest - 1e-9)
+
+
+def route_on_ready(
+    targets: Mapping[str, Mapping[str, float]],
+    loads: Mapping[str, Load],
+    capacity: Mapping[str, int],
+    current: Mapping[str, Mapping[str, float]],
+    tiers: Sequence[str],
+) -> dict[str, dict[str, float]]:
+    """Shares per class as close to `targets` as Ready capacity allows (a linear program).
+
+    `capacity` is the Ready replicas each tier can give (never more than it keeps) and
+    `current` the shares the live weights send. No tier is given more load than its Ready
+    replicas carry or than it carries now, whichever is more: traffic that has nowhere to
+    go stays where it is rather than swamp a tier serving someone else. A class whose
+    eligible tiers have no Ready replica at all keeps its target: nothing serves it yet,
+    and its weights should point where replicas are coming.
+    """
+    result = {c: dict(v) for c, v in targets.items()}
+    routable = [
+        c
+        for c in targets
+        if targets[c]
+        and any(capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0 for t in tiers)
+    ]
+    if not routable:
+        return result
+    # Fast path: the targets already fit Ready capacity.
+    if all(
+        replicas_for(t, {c: targets[c].get(t, 0.0) for c in routable}, loads, 1.0)
+        <= capacity.get(t, 0)
+        for t in tiers
+    ):
+        return result
+    pairs = [
+        (c, t)
+        for c in routable
+        for t in tiers
+        if capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0
+    ]
+
+    def work(c: str, t: str) -> float:  # replicas one whole class would take on tier t
+        load = loads[c]
+        return load.rate_rps * load.service_seconds[t] / load.max_utilization[t]
+
+    allowed = {}
+    for t in tiers:
+        now = sum(
+            current.get(c, {}).get(t, 0.0) * work(c, t)
+            for c in routable
+            if loads[c].max_utilization.get(t, 0) > 0
+        )
+        allowed[t] = max(float(capacity.get(t, 0)), now) if capacity.get(t, 0) > 0 else 0.0
+    n_x, n_t = len(pairs), len(tiers)
+    # Variables: x (shares), u (|x - target|), overload per tier.
+    size = 2 * n_x + n_t
+    cost = np.concatenate([np.zeros(n_x), np.ones(n_x), np.full(n_t, _OVERLOAD_PENALTY)])
+    a_eq = np.zeros((len(routable), size))
+    for k, (c, _) in enumerate(pairs):
+        a_eq[routable.index(c), k] = 1.0
+    b_eq = np.ones(len(routable))
+    rows, bounds_hi = [], []
+    for k, (c, t) in enumerate(pairs):
+        target = targets[c].get(t, 0.0)
+        for sign in (1.0, -1.0):  # sign * (x - target) <= u
+            row = np.zeros(size)
+            row[k], row[n_x + k] = sign, -1.0
+            rows.append(row)
+            bounds_hi.append(sign * target)
+    for ti, t in enumerate(tiers):
+        row = np.zeros(size)
+        for k, (c, tier) in enumerate(pairs):
+            if tier == t:
+                row[k] = work(c, t)
+        row[2 * n_x + ti] = -1.0
+        rows.append(row)
+        bounds_hi.append(allowed[t])
+    solved = linprog(
+        cost,
+        A_ub=np.array(rows),
+        b_ub=np.array(bounds_hi),
+        A_eq=a_eq,
+        b_eq=b_eq,
+        bounds=[(0, None)] * size,
+        method="highs",
+    )
+    if solved.x is None:
+        return result
+    for c in routable:
+        result[c] = {}
+    for k, (c, t) in enumerate(pairs):
+        if solved.x[k] > 1e-9:
+            result[c][t] = float(solved.x[k])
+    return result
+
+
+def integer_weights(shares: Mapping[str, float], order: Sequence[str]) -> dict[str, int]:
+    """Integer weights summing to 100 by largest remainder; ties go to the earlier tier."""
+    positive = {t: s for t, s in shares.items() if s > 0}
+    total = sum(positive.values())
+    if total <= 0:
+        return {}
+    exact = {t: 100.0 * positive[t] / total for t in order if t in positive}
+    weights = {t: math.floor(v + 1e-9) for t, v in exact.items()}
+    left = 100 - sum(weights.values())
+    by_remainder = sorted(exact, key=lambda t: (-(exact[t] - weights[t]), order.index(t)))
+    for t in by_remainder[:left]:
+        weights[t] += 1
+    return {t: w for t, w in weights.items() if w > 0}

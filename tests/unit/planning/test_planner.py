@@ -1,0 +1,446 @@
+"""The planner's rules, one table or test each, on the llama3-8b-mixed example's fleet."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from gpufleet.api.status import Reason
+from gpufleet.planning.model import MetricsState, Plan
+from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH, plan
+from gpufleet.planning.profiles import replica_model
+from tests.pools import tier, traffic_class
+from tests.unit.planning.factories import (
+    LLAMA_8B,
+    batch,
+    h100,
+    observe,
+    previous,
+    realtime,
+    replicas,
+    rtx4090,
+    spec,
+    status_from,
+    tier_spec,
+    weights,
+)
+
+pytestmark = pytest.mark.timeout(2)
+
+LIVE = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+
+
+def capacity_rps(
+    accelerator: str, objective_s: float, prompt: int = 200, output: int = 200
+) -> float:
+    model = replica_model(tier_spec(accelerator=accelerator), LLAMA_8B)
+    return model.capacity_rps(objective_s, prompt, output)
+
+
+def steady(demands: dict[str, float], now: float = 0.0, **kw: Any) -> Plan:
+    """A pass for the example pool already running 1 H100 and 2 RTX 4090s."""
+    s = kw.pop("pool_spec", None) or spec()
+    running = kw.pop("running", {"h100": 1, "rtx4090": 2})
+    return plan(s, observe(s, demands, now=now, ready=running), previous(running, LIVE))
+
+
+# -- cost and placement -----------------------------------------------------------------------
+
+
+def test_realtime_stays_on_h100_and_batch_goes_to_rtx4090() -> None:
+    p = steady({"realtime": 2000, "batch": 30000})
+    assert weights(p)["realtime"] == {"h100": 100}
+    assert weights(p)["batch"].get("rtx4090", 0) >= 80
+    # 30000 tok/s of 400-token requests with 20% headroom over a 4090's capacity at 2 s.
+    expected = math.ceil(30000 / 400 * 1.2 / capacity_rps("RTX4090", 2.0))
+    assert replicas(p) == {"h100": 1, "rtx4090": expected}
+    assert p.reason is Reason.DEMAND_INCREASED
+    assert p.message.startswith(f"Scaled rtx4090 2->{expected} for realtime demand 2000 tok/s")
+    assert "realtime stays on h100 (rtx4090 P99" in p.message
+    assert p.objectives.status is True and p.objectives.reason is Reason.OBJECTIVES_MET
+
+
+def test_cost_energy_and_carbon_are_those_of_the_planned_replicas() -> None:
+    p = steady({"realtime": 2000, "batch": 30000})
+    n = replicas(p)
+    assert p.cost_per_hour == pytest.approx(2.00 * n["h100"] + 0.25 * n["rtx4090"])
+    assert p.cost_per_million_tokens == pytest.approx(p.cost_per_hour / (32000 * 3600 / 1e6))
+    watts = 350 * n["h100"] + 450 * n["rtx4090"]
+    energy = watts / 32000 * 1e6 / 3.6e6  # joules per token -> kWh per million tokens
+    assert p.energy_kwh_per_million_tokens == pytest.approx(energy)
+    assert p.carbon_grams_per_million_tokens == pytest.approx(energy * CARBON_GRAMS_PER_KWH)
+
+
+@pytest.mark.parametrize(
+    ("headroom", "expected_extra"),
+    [pytest.param(0, 0.0, id="no-headroom"), pytest.param(50, 0.5, id="50-percent")],
+)
+def test_headroom_is_bought_on_top_of_demand(headroom: int, expected_extra: float) -> None:
+    s = spec(
+        tiers=[rtx4090()],
+        classes=[batch()],
+        scaling={"headroomPercent": headroom, "scaleDownDelaySeconds": 0},
+    )
+    p = steady({"batch": 20000}, pool_spec=s, running={"rtx4090": 2})
+    rate = 20000 / 400 * (1 + expected_extra)
+    assert replicas(p)["rtx4090"] == math.ceil(rate / capacity_rps("RTX4090", 2.0))
+
+
+def test_requests_are_planned_with_their_own_prompt_and_output_lengths() -> None:
+    running = {"rtx4090": 2}
+    short = spec(tiers=[rtx4090()], classes=[batch()])
+    long = spec(tiers=[rtx4090()], classes=[batch(meanPromptTokens=1000, meanOutputTokens=200)])
+    # The same 20 requests/s: 1,000-token prompts cost prefill, fewer fit a replica.
+    few = replicas(steady({"batch": 20 * 400}, pool_spec=short, running=running))["rtx4090"]
+    many = replicas(steady({"batch": 20 * 1200}, pool_spec=long, running=running))["rtx4090"]
+    assert few == math.ceil(20 * 1.2 / capacity_rps("RTX4090", 2.0))
+    assert many == math.ceil(20 * 1.2 / capacity_rps("RTX4090", 2.0, 1000, 200))
+    assert many > few
+    # Not as if those tokens/s came in benchmark-shaped (200 + 200) requests.
+    assert many != math.ceil(20 * 1200 / 400 * 1.2 / capacity_rps("RTX4090", 2.0))
+
+
+def test_prompt_length_can_move_a_class_off_a_tier() -> None:
+    s = spec(classes=[realtime(), batch(250, meanPromptTokens=1000)])
+    p = steady({"batch": 4000}, pool_spec=s)
+    assert weights(p)["batch"] == {"h100": 100}  # a 4090 needs ~270 ms to prefill 1000 tokens
+
+
+# -- limits -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("fields", "reason"),
+    [
+        pytest.param({"objectives": {"maxHourlyCost": "4.00"}}, Reason.BUDGET_LIMITED, id="budget"),
+        pytest.param(
+            {"tiers": [h100(maxReplicas=1), rtx4090(maxReplicas=4)]},
+            Reason.INSUFFICIENT_CAPACITY,
+            id="max-replicas",
+        ),
+    ],
+)
+def test_short_capacity_serves_by_priority_and_never_exceeds_limits(
+    fields: dict[str, Any], reason: Reason
+) -> None:
+    s = spec(**fields)
+    p = steady({"realtime": 2000, "batch": 60000}, pool_spec=s)
+    assert p.reason is reason
+    assert p.objectives.status is False and p.objectives.reason is Reason.INSUFFICIENT_CAPACITY
+    assert p.classes["realtime"].served_fraction == 1.0
+    assert p.classes["batch"].served_fraction < 1.0
+    for t in s.tiers:
+        assert replicas(p)[t.name] <= t.max_replicas
+    if s.objectives.max_hourly_cost is not None:
+        assert p.cost_per_hour <= float(s.objectives.max_hourly_cost)
+    assert "batch gets" in p.message
+
+
+def test_higher_priority_wins_whatever_the_class_order() -> None:
+    s = spec(
+        tiers=[h100(minReplicas=0, maxReplicas=2), rtx4090(maxReplicas=0)],
+        classes=[batch(priority=10), realtime(priority=100)],
+    )
+    p = steady({"realtime": 8000, "batch": 8000}, pool_spec=s, running={"h100": 2})
+    assert p.classes["realtime"].served_fraction == 1.0
+    assert p.classes["batch"].served_fraction < 0.5
+
+
+def test_min_replicas_above_the_budget_yield_to_the_budget() -> None:
+    s = spec(tiers=[h100(minReplicas=3), rtx4090()], objectives={"maxHourlyCost": "3.00"})
+    p = steady({"realtime": 1000}, pool_spec=s)
+    assert p.cost_per_hour <= 3.00
+    assert replicas(p)["h100"] == 1
+
+
+def test_cost_objective_is_reported_not_enforced_by_dropping_traffic() -> None:
+    s = spec(objectives={"maxCostPerMillionTokens": "0.01"})
+    p = steady({"realtime": 2000, "batch": 30000}, pool_spec=s)
+    assert p.objectives.status is False and p.objectives.reason is Reason.COST_ABOVE_TARGET
+    assert all(c.served_fraction == 1.0 for c in p.classes.values())
+    assert "above the $0.01 objective" in p.message
+
+
+def test_no_eligible_tier_is_served_best_effort_and_says_so() -> None:
+    s = spec(classes=[realtime(10), batch()])
+    p = steady({"realtime": 2000}, pool_spec=s)
+    assert weights(p)["realtime"] == {"h100": 100}  # the fastest tier
+    assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
+
+
+# -- zero demand ------------------------------------------------------------------------------
+
+
+def test_zero_demand_goes_to_min_replicas_after_the_delay() -> None:
+    s = spec(tiers=[h100(minReplicas=1), rtx4090(minReplicas=1)])
+    p = steady({}, pool_spec=s, running={"h100": 1, "rtx4090": 6})
+    assert replicas(p) == {"h100": 1, "rtx4090": 6}  # delayed
+    later = plan(
+        s,
+        observe(s, {}, now=301, ready={"h100": 1, "rtx4090": 6}),
+        status_from(p, observe(s, {}, ready={"h100": 1, "rtx4090": 6})),
+    )
+    assert replicas(later) == {"h100": 1, "rtx4090": 1}
+    assert later.reason is Reason.DEMAND_DECREASED
+
+
+def test_zero_demand_keeps_one_replica_per_class_unless_it_can_see_demand() -> None:
+    tiers = [h100(minReplicas=0), rtx4090(minReplicas=0)]
+    blind = spec(tiers=tiers, scaling={"scaleDownDelaySeconds": 0})
+    p = steady({}, pool_spec=blind, running={"h100": 1, "rtx4090": 3})
+    # The H100 realtime needs also takes batch: one replica serves both.
+    assert replicas(p) == {"h100": 1, "rtx4090": 0}
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    seeing = spec(
+        tiers=tiers,
+        classes=[realtime(demandQuery="sum(rate(x[1m]))"), batch(demandQuery="sum(rate(y[1m]))")],
+        scaling={"scaleDownDelaySeconds": 0},
+    )
+    s = seeing
+    p = plan(
+        s, observe(s, {}, ready={"h100": 1, "rtx4090": 3}), previous({"h100": 1, "rtx4090": 3}, {})
+    )
+    assert replicas(p) == {"h100": 0, "rtx4090": 0}
+
+
+# -- stability --------------------------------------------------------------------------------
+
+
+def test_scale_up_is_immediate_and_scale_down_waits_for_the_delay() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 10}
+    seen = observe(s, {"realtime": 2000, "batch": 12000}, now=0, ready=running)
+    first = plan(s, seen, previous(running, LIVE))
+    assert replicas(first) == running
+    assert first.reason is Reason.SCALE_DOWN_DELAYED
+    assert first.tiers["rtx4090"].scale_down_since == seen.now
+    lowest = first.tiers["rtx4090"].scale_down_to
+    assert lowest is not None and lowest < 10
+    # A higher (still lower than current) recommendation during the window is remembered.
+    seen2 = observe(s, {"realtime": 2000, "batch": 20000}, now=120, ready=running)
+    second = plan(s, seen2, status_from(first, seen))
+    assert replicas(second) == running
+    highest = second.tiers["rtx4090"].scale_down_to
+    assert highest is not None and lowest < highest < 10
+    assert second.tiers["rtx4090"].scale_down_since == seen.now
+    # After the delay: down to the highest lower recommendation of the window.
+    seen3 = observe(s, {"realtime": 2000, "batch": 12000}, now=300, ready=running)
+    third = plan(s, seen3, status_from(second, seen2))
+    assert replicas(third)["rtx4090"] == highest
+    assert third.tiers["rtx4090"].scale_down_since is None
+
+
+def test_a_recommendation_back_at_current_cancels_the_pending_scale_down() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 10}
+    seen = observe(s, {"batch": 12000}, now=0, ready=running)
+    first = plan(s, seen, previous(running, LIVE))
+    assert first.tiers["rtx4090"].scale_down_since is not None
+    seen2 = observe(s, {"batch": 40000}, now=200, ready=running)
+    second = plan(s, seen2, status_from(first, seen))
+    assert second.tiers["rtx4090"].scale_down_since is None
+    assert replicas(second)["rtx4090"] > 10
+    assert second.reason is Reason.DEMAND_INCREASED
+
+
+def test_a_tier_is_not_shrunk_before_its_traffic_has_moved() -> None:
+    s = spec(tiers=[h100(minReplicas=0), rtx4090()], scaling={"scaleDownDelaySeconds": 0})
+    running = {"h100": 3, "rtx4090": 10}
+    # Batch was split onto the H100s; now the 4090s alone are cheapest for it.
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 50, "rtx4090": 50}}
+    seen = observe(s, {"realtime": 1000, "batch": 20000}, ready=running)
+    first = plan(s, seen, previous(running, live))
+    assert weights(first)["batch"].get("h100", 0) < 50
+    assert replicas(first)["h100"] == 3, "H100s still carry batch until the route moves it"
+    assert "h100 keeps 3 until its traffic has moved" in first.message
+    second = plan(
+        s,
+        observe(s, {"realtime": 1000, "batch": 20000}, now=30, ready=running),
+        status_from(first, seen),
+    )
+    assert replicas(second)["h100"] < 3
+
+
+def test_weights_move_only_onto_ready_replicas() -> None:
+    s = spec(tiers=[h100(minReplicas=4), rtx4090()])
+    demand = {"realtime": 2000, "batch": 40000}
+    # Batch outgrew four H100s; 4090s are cheaper, but have to start first.
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    seen = observe(s, demand, ready={"h100": 4})
+    first = plan(s, seen, previous({"h100": 4}, live))
+    wanted = replicas(first)["rtx4090"]
+    assert wanted > 0 and first.reason is Reason.DEMAND_INCREASED
+    assert weights(first)["batch"] == {"h100": 100}
+    starting = {"rtx4090": {"desired_replicas": wanted, "starting_replicas": wanted}}
+    seen = observe(s, demand, now=30, ready={"h100": 4}, tiers=starting)
+    second = plan(s, seen, status_from(first, seen))
+    assert weights(second)["batch"] == {"h100": 100}
+    assert second.reason is Reason.AWAITING_READY
+    # Some Ready: batch moves as far as they carry it, the rest stays where it is.
+    some = {
+        "rtx4090": {
+            "desired_replicas": wanted,
+            "ready_replicas": 1,
+            "starting_replicas": wanted - 1,
+        }
+    }
+    seen = observe(s, demand, now=60, ready={"h100": 4}, tiers=some)
+    third = plan(s, seen, status_from(second, seen))
+    assert 0 < weights(third)["batch"].get("rtx4090", 0) < 100
+    assert weights(third)["realtime"] == {"h100": 100}
+    everything = {"rtx4090": {"desired_replicas": wanted, "ready_replicas": wanted}}
+    seen = observe(s, demand, now=90, ready={"h100": 4}, tiers=everything)
+    fourth = plan(s, seen, status_from(third, seen))
+    assert weights(fourth)["batch"].get("rtx4090", 0) > weights(third)["batch"]["rtx4090"]
+
+
+@pytest.mark.parametrize(
+    ("preemptible", "reason", "lost"),
+    [
+        pytest.param(False, Reason.UNSCHEDULABLE, 0, id="no-free-gpus"),
+        pytest.param(True, Reason.CAPACITY_LOST, 4, id="preempted-nodes"),
+    ],
+)
+def test_unschedulable_replicas_cap_the_tier_and_traffic_overflows(
+    preemptible: bool, reason: Reason, lost: int
+) -> None:
+    s = spec(tiers=[h100(maxReplicas=8), rtx4090(preemptible=preemptible)])
+    tiers = {"rtx4090": {"desired_replicas": 10, "ready_replicas": 6, "unschedulable_replicas": 4}}
+    seen = observe(s, {"realtime": 1000, "batch": 30000}, ready={"h100": 2}, tiers=tiers)
+    p = plan(s, seen, previous({"h100": 2, "rtx4090": 10}, LIVE))
+    assert replicas(p)["rtx4090"] == 6
+    assert p.tiers["rtx4090"].capped_at == 6
+    assert p.tiers["rtx4090"].lost_replicas == lost
+    assert replicas(p)["h100"] > 2, "the overflow is bought on the next eligible tier"
+    assert p.degraded.status is True and p.degraded.reason is reason
+    assert p.reason is Reason.OVERFLOW
+
+
+# -- metrics ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("state", "reason"),
+    [
+        pytest.param(MetricsState.UNREACHABLE, Reason.PROMETHEUS_UNREACHABLE, id="unreachable"),
+        pytest.param(MetricsState.NO_DATA, Reason.NO_METRICS, id="no-data"),
+        pytest.param(MetricsState.STALE, Reason.STALE_METRICS, id="stale"),
+        pytest.param(
+            MetricsState.NOT_CONFIGURED, Reason.METRICS_NOT_CONFIGURED, id="not-configured"
+        ),
+    ],
+)
+def test_missing_metrics_keep_the_last_decision(state: MetricsState, reason: Reason) -> None:
+    s = spec(tiers=[h100(minReplicas=0), rtx4090()], scaling={"scaleDownDelaySeconds": 0})
+    running = {"h100": 2, "rtx4090": 7}
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 10, "rtx4090": 90}}
+    p = plan(s, observe(s, {}, ready=running, metrics=state), previous(running, live))
+    assert replicas(p) == running
+    assert weights(p) == live
+    assert p.reason is Reason.METRICS_MISSING
+    assert p.metrics.status is False and p.metrics.reason is reason
+    assert p.objectives.status is None
+
+
+def test_a_new_pool_without_metrics_starts_at_min_replicas_on_the_cheapest_tier() -> None:
+    s = spec(tiers=[h100(minReplicas=1), rtx4090(minReplicas=2)])
+    p = plan(s, observe(s, {}, metrics=MetricsState.NO_DATA), previous())
+    assert replicas(p) == {"h100": 1, "rtx4090": 2}
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    assert p.reason is Reason.INITIAL
+    assert p.objectives.status is None and p.objectives.reason is Reason.AWAITING_METRICS
+
+
+def test_a_new_pool_with_no_minimum_still_gets_a_replica_for_every_class() -> None:
+    s = spec(tiers=[h100(minReplicas=0), rtx4090(minReplicas=0)])
+    p = plan(s, observe(s, {}, metrics=MetricsState.NOT_CONFIGURED), previous())
+    assert replicas(p) == {"h100": 1, "rtx4090": 0}
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    only_batch = spec(tiers=[h100(minReplicas=0), rtx4090(minReplicas=0)], classes=[batch()])
+    p = plan(only_batch, observe(only_batch, {}, metrics=MetricsState.NO_DATA), previous())
+    assert replicas(p) == {"h100": 0, "rtx4090": 1}
+
+
+def test_a_class_without_measured_demand_is_planned_at_its_last_demand() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 11}
+    before = previous(running, LIVE, demands={"realtime": 2000, "batch": 30000})
+    p = plan(s, observe(s, {"realtime": 2000, "batch": None}, ready=running), before)
+    assert replicas(p) == running
+    assert p.classes["batch"].demand_tokens_per_second == 30000
+
+
+# -- feedback ---------------------------------------------------------------------------------
+
+
+def _with_observed(p99: float, rps: float | None, factor: int = 100) -> Plan:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 4}
+    tiers = {"h100": {"ttft_p99_seconds": p99, "requests_per_second": rps}}
+    seen = observe(s, {"realtime": 2000}, ready=running, tiers=tiers)
+    before = previous(running, LIVE, tiers={"h100": {"capacity_factor_percent": factor}})
+    return plan(s, seen, before)
+
+
+@pytest.mark.parametrize(
+    ("p99", "rps", "before", "after"),
+    [
+        pytest.param(0.150, 5.0, 100, 66, id="above-objective-shrinks-by-ratio"),
+        pytest.param(0.105, 5.0, 100, 90, id="shrinks-at-least-10pct"),
+        pytest.param(0.500, 5.0, 100, 50, id="shrinks-at-most-half"),
+        pytest.param(0.500, 5.0, 40, 30, id="floor-30"),
+        pytest.param(0.150, 40.0, 100, 100, id="overload-is-not-a-profile-error"),
+        pytest.param(0.050, 5.0, 60, 65, id="headroom-grows-5"),
+        pytest.param(0.050, 5.0, 100, 100, id="capped-at-100"),
+        pytest.param(0.090, 5.0, 60, 60, id="near-objective-holds"),
+    ],
+)
+def test_observed_p99_feeds_back_into_capacity(
+    p99: float, rps: float, before: int, after: int
+) -> None:
+    assert _with_observed(p99, rps, before).tiers["h100"].capacity_factor_percent == after
+
+
+def test_a_slower_tier_gets_more_replicas() -> None:
+    s = spec(tiers=[h100(), rtx4090(maxReplicas=32)])
+    running = {"h100": 1, "rtx4090": 11}
+    demand = {"realtime": 2000, "batch": 30000}
+    normal = plan(s, observe(s, demand, ready=running), previous(running, LIVE))
+    slow = plan(
+        s,
+        observe(s, demand, ready=running),
+        previous(running, LIVE, tiers={"rtx4090": {"capacity_factor_percent": 50}}),
+    )
+    assert replicas(slow)["rtx4090"] >= 2 * replicas(normal)["rtx4090"] - 1
+
+
+# -- determinism ------------------------------------------------------------------------------
+
+
+def test_a_second_pass_on_the_same_world_decides_the_same() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 11}
+    seen = observe(s, {"realtime": 2000, "batch": 30000}, ready=running)
+    first = plan(s, seen, previous(running, LIVE))
+    again = plan(
+        s,
+        observe(s, {"realtime": 2000, "batch": 30000}, now=30, ready=running),
+        status_from(first, seen),
+    )
+    assert replicas(again) == replicas(first)
+    assert weights(again) == weights(first)
+    assert again.reason is Reason.STEADY
+
+
+def test_tier_without_profile_is_eligible_for_nothing_and_says_why() -> None:
+    s = spec(
+        model={"name": "Qwen/Qwen2.5-32B-Instruct"},
+        tiers=[h100(), tier("rtx4090", "RTX4090", maxReplicas=8)],
+        classes=[traffic_class("batch", 5000)],
+    )
+    p = steady({"batch": 2000}, pool_spec=s, running={"h100": 1})
+    assert weights(p)["batch"] == {"h100": 100}
+    assert replicas(p)["rtx4090"] == 0
+    assert "do not fit" in p.message

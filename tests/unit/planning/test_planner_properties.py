@@ -1,0 +1,192 @@
+"""Properties of the planner over generated pools, demands and fleets (hypothesis)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from gpufleet.api.status import InferencePoolStatus
+from gpufleet.api.types import InferencePoolSpec
+from gpufleet.planning.model import Observation, Plan
+from gpufleet.planning.planner import plan
+from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from tests.pools import pool, tier, traffic_class
+from tests.unit.planning.factories import observe, previous, status_from
+
+PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+pytestmark = pytest.mark.timeout(120)
+
+ACCELERATORS = ["H100-PCIe-80GB", "H100-SXM-80GB", "RTX4090"]
+PRICES = {"H100-PCIe-80GB": "2.00", "H100-SXM-80GB": "2.50", "RTX4090": "0.25"}
+
+
+@st.composite
+def tiers(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 4))
+    out = []
+    for i in range(count):
+        accelerator = draw(st.sampled_from(ACCELERATORS))
+        low = draw(st.integers(0, 2))
+        out.append(
+            tier(
+                f"t{i}",
+                accelerator,
+                gpusPerReplica=draw(st.sampled_from([1, 1, 2])),
+                minReplicas=low,
+                maxReplicas=draw(st.integers(low, 10)),
+                pricePerGPUHour=PRICES[accelerator],
+                preemptible=draw(st.booleans()),
+            )
+        )
+    return out
+
+
+@st.composite
+def classes(draw: st.DrawFn) -> list[dict[str, Any]]:
+    count = draw(st.integers(1, 4))
+    return [
+        traffic_class(
+            f"c{i}",
+            draw(st.sampled_from([20, 60, 100, 200, 500, 2000, 5000])),
+            header=None if i == 0 else f"c{i}",
+            priority=draw(st.integers(0, 100)),
+            meanPromptTokens=draw(st.integers(50, 2000)),
+            meanOutputTokens=draw(st.integers(20, 600)),
+        )
+        for i in range(count)
+    ]
+
+
+@dataclass(frozen=True)
+class World:
+    spec: InferencePoolSpec
+    demand: dict[str, float]
+    ready: dict[str, int]
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> World:
+    budget = draw(st.one_of(st.none(), st.integers(1, 60)))
+    body = pool(
+        tiers=draw(tiers()),
+        classes=draw(classes()),
+        objectives={} if budget is None else {"maxHourlyCost": f"{budget}.00"},
+        scaling={"scaleDownDelaySeconds": draw(st.sampled_from([0, 300]))},
+    )
+    spec = InferencePoolSpec.model_validate(body["spec"])
+    demand = {
+        c.name: float(draw(st.sampled_from([0, 500, 4000, 20000, 60000])))
+        for c in spec.traffic_classes
+    }
+    ready = {t.name: draw(st.integers(0, t.max_replicas)) for t in spec.tiers}
+    return World(spec, demand, ready)
+
+
+def _pass(world: World, demand: dict[str, float] | None = None) -> tuple[Plan, Observation]:
+    seen = observe(world.spec, demand or world.demand, ready=world.ready)
+    return plan(world.spec, seen, previous(dict(world.ready), {})), seen
+
+
+def _eligible(world: World, cls: str, tier_name: str) -> bool:
+    spec = world.spec
+    t = next(t for t in spec.tiers if t.name == tier_name)
+    c = next(c for c in spec.traffic_classes if c.name == cls)
+    try:
+        model = replica_model(t, spec.model)
+    except ProfileNotFound:
+        return False
+    return model.eligible(
+        c.ttft_p99_milliseconds / 1000, c.mean_prompt_tokens, c.mean_output_tokens
+    )
+
+
+@PROPERTY
+@given(worlds())
+def test_weights_sum_to_100_and_only_on_tiers_with_replicas(world: World) -> None:
+    p, _ = _pass(world)
+    for c in p.classes.values():
+        used = {t: w for t, w in c.weights.items() if w > 0}
+        if used:
+            assert sum(used.values()) == 100, c
+            assert all(p.tiers[t].replicas > 0 for t in used), (c, p.tiers)
+
+
+@PROPERTY
+@given(worlds())
+def test_no_class_is_routed_to_a_tier_that_cannot_hold_its_objective(world: World) -> None:
+    p, _ = _pass(world)
+    for c in p.classes.values():
+        if not any(_eligible(world, c.name, t.name) for t in world.spec.tiers):
+            continue  # best effort: nowhere holds it
+        for t, w in c.weights.items():
+            if w > 0:
+                assert _eligible(world, c.name, t), (c.name, t, p.message)
+
+
+@PROPERTY
+@given(worlds())
+def test_replicas_stay_within_bounds_and_budget(world: World) -> None:
+    p, _ = _pass(world)
+    budget = world.spec.objectives.max_hourly_cost
+    for t in world.spec.tiers:
+        assert 0 <= p.tiers[t.name].replicas <= t.max_replicas
+    if budget is not None:
+        assert p.cost_per_hour <= float(budget) + 1e-9
+    else:
+        for t in world.spec.tiers:
+            assert p.tiers[t.name].replicas >= t.min_replicas
+
+
+@PROPERTY
+@given(worlds())
+def test_the_same_input_gives_the_same_plan(world: World) -> None:
+    assert _pass(world)[0] == _pass(world)[0]
+
+
+@PROPERTY
+@given(worlds(), st.sampled_from([1.5, 2.0, 4.0]))
+def test_more_demand_never_yields_less_capacity(world: World, factor: float) -> None:
+    fresh = World(world.spec, world.demand, dict.fromkeys(world.ready, 0))
+    assume(sum(world.demand.values()) > 0)
+    low, _ = _pass(fresh)
+    high, _ = _pass(fresh, {c: v * factor for c, v in world.demand.items()})
+    if not any(c.served_fraction < 1 for c in high.classes.values()):
+        assert high.cost_per_hour >= low.cost_per_hour - 1e-9
+    top = max(world.spec.traffic_classes, key=lambda c: c.priority).priority
+    for c in world.spec.traffic_classes:
+        if c.priority == top:
+            served_low = world.demand[c.name] * low.classes[c.name].served_fraction
+            served_high = world.demand[c.name] * factor * high.classes[c.name].served_fraction
+            assert served_high >= served_low * (1 - 1e-4) or _shares_priority(world, c.name)
+
+
+def _shares_priority(world: World, name: str) -> bool:
+    """Classes of equal priority trade served tokens between them (their sum is maximized)."""
+    mine = next(c.priority for c in world.spec.traffic_classes if c.name == name)
+    return sum(c.priority == mine for c in world.spec.traffic_classes) > 1
+
+
+@PROPERTY
+@given(worlds())
+def test_a_second_pass_on_an_unchanged_world_changes_nothing(world: World) -> None:
+    first, _ = _pass(world)
+    settled = {n: t.replicas for n, t in first.tiers.items()}
+    world2 = World(world.spec, world.demand, settled)
+    seen2 = observe(world2.spec, world2.demand, ready=settled)
+    status: InferencePoolStatus = status_from(first, seen2)
+    second = plan(world2.spec, seen2, status)
+    third = plan(
+        world2.spec,
+        observe(world2.spec, world2.demand, now=30, ready=settled),
+        status_from(second, seen2),
+    )
+    assert {n: t.replicas for n, t in third.tiers.items()} == {
+        n: t.replicas for n, t in second.tiers.items()
+    }
+    assert {n: c.weights for n, c in third.classes.items()} == {
+        n: c.weights for n, c in second.classes.items()
+    }
