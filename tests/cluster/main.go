@@ -44,8 +44,16 @@ var components = map[string]func() int{
 	"helm":                    runHelm,
 }
 
+// freshCommandLine drops the flags that linked-in Kubernetes packages registered on
+// pflag.CommandLine at init (verflag's non-bool --version above all): cobra merges that
+// set into every root command, and kwok's cobra refuses to run with a non-bool --version.
+func freshCommandLine() {
+	pflag.CommandLine = pflag.NewFlagSet(os.Args[0], pflag.ExitOnError)
+}
+
 // runKwok mirrors sigs.k8s.io/kwok/cmd/kwok/main.go.
 func runKwok() int {
+	freshCommandLine()
 	flagset := pflag.NewFlagSet("global", pflag.ContinueOnError)
 	flagset.ParseErrorsAllowlist.UnknownFlags = true
 	flagset.Usage = func() {}
@@ -68,6 +76,7 @@ func runKwok() int {
 
 // runHelm mirrors helm.sh/helm/v4/cmd/helm/helm.go.
 func runHelm() int {
+	freshCommandLine()
 	helmkube.ManagedFieldsManager = "helm"
 	command, err := helmcmd.NewRootCmd(os.Stdout, os.Args[1:], helmcmd.SetupLogging)
 	if err != nil {
