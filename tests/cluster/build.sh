@@ -82,5 +82,7 @@ cp "$gw_dir"/config/crd/standard/*.yaml "$crds/"
 chmod u+w "$crds"/*.yaml
 
 touch "$out/.complete"
+# Each build is ~160 MB: drop those of other keys not rebuilt for a week.
+find "$cache_root" -mindepth 1 -maxdepth 1 -type d ! -name "$key" -mtime +7 -exec rm -rf {} + || true
 echo "Built $bin in $(( $(date +%s) - start ))s" >&2
 print_result "${1:-}"

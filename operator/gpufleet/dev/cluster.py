@@ -16,10 +16,7 @@ from __future__ import annotations
 
 import argparse
 import atexit
-import base64
 import contextlib
-import datetime as dt
-import ipaddress
 import json
 import os
 import shutil
@@ -37,12 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
 from gpufleet.dev import tools
+from gpufleet.dev.pki import Pki, kubeconfig, write_pki
 
 __all__ = [
     "ControlPlane",
@@ -59,7 +52,9 @@ POD_CIDR = "10.244.0.1/16"  # kwok hands these out as pod IPs; nothing ever conn
 # Node addresses are loopback, so anything that would dial a "kubelet" stays on this machine.
 NODE_IP = "127.0.0.1"
 STATE_FILE = "plane.json"
-_EXIT_STOP_S = 10.0
+# Then SIGKILL: kube-apiserver drains for 10+ s on SIGTERM and etcd waits for its clients;
+# the state is throwaway, and bbolt survives a killed process.
+_EXIT_STOP_S = 1.0
 
 
 class ControlPlaneError(RuntimeError):
@@ -283,7 +278,7 @@ class ControlPlane:
 
     def _start_once(self, binary: Path) -> None:
         t = time.monotonic()
-        pki = _write_pki(self._dir / "pki")
+        pki = write_pki(self._dir / "pki", KUBERNETES_SERVICE_IP)
         self._write_kubeconfigs(pki)
         self.timings["pki_s"] = time.monotonic() - t
 
@@ -381,6 +376,14 @@ class ControlPlane:
             f"--service-account-key-file={pki / 'sa.pub'}",
             f"--service-account-signing-key-file={pki / 'sa.key'}",
             f"--service-cluster-ip-range={SERVICE_CIDR}",
+            # Aggregated APIs (metrics-server and the like) authenticate the apiserver by these.
+            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
+            "--requestheader-allowed-names=front-proxy-client",
+            "--requestheader-username-headers=X-Remote-User",
+            "--requestheader-group-headers=X-Remote-Group",
+            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
+            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
+            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
             "--allow-privileged=true",
             # The endpoint reconciler refuses a loopback address; nothing needs that Endpoint.
             "--endpoint-reconciler-type=none",
@@ -473,7 +476,7 @@ class ControlPlane:
         return self._get(url, self._admin_ssl())[0] == 200
 
     # ---- kubeconfigs and state -----------------------------------------------------------
-    def _write_kubeconfigs(self, pki: _Pki) -> None:
+    def _write_kubeconfigs(self, pki: Pki) -> None:
         users = {
             "kubeconfig": "admin",
             "kube-controller-manager.kubeconfig": "kube-controller-manager",
@@ -482,7 +485,7 @@ class ControlPlane:
         }
         for filename, user in users.items():
             path = self._dir / filename
-            path.write_text(json.dumps(_kubeconfig(self.server, pki, user), indent=2))
+            path.write_text(json.dumps(kubeconfig(self.server, pki, user), indent=2))
             path.chmod(0o600)
 
     def _write_state(self, failed: str | None = None) -> None:
@@ -614,157 +617,6 @@ def _state_running(state_file: Path) -> bool:
     except (OSError, ValueError):
         return False
     return any(_pid_alive(int(pid)) and _is_our_component(int(pid)) for pid in pids.values())
-
-
-# ---- certificates ------------------------------------------------------------------------
-@dataclass(frozen=True)
-class _Pki:
-    dir: Path
-
-    def pem(self, name: str) -> bytes:
-        return (self.dir / name).read_bytes()
-
-
-_CLIENTS = {
-    # user -> (CN, O); system:masters for the admin and kwok, which writes node and pod status.
-    "admin": ("gpufleet-admin", "system:masters"),
-    "kube-controller-manager": ("system:kube-controller-manager", None),
-    "kube-scheduler": ("system:kube-scheduler", None),
-    "kwok": ("kwok", "system:masters"),
-}
-
-
-def _write_pki(directory: Path) -> _Pki:
-    """A CA, the apiserver's serving cert, client certs and the service-account key pair.
-
-    EC P-256 keys throughout: generating RSA keys would cost most of a second each.
-    """
-    directory.mkdir(parents=True, exist_ok=True)
-    now = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=5)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gpufleet-local-ca")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now)
-        .not_valid_after(now + dt.timedelta(days=365))
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .add_extension(_key_usage(cert_sign=True), critical=True)
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    _write_key(directory / "ca.key", ca_key)
-    (directory / "ca.crt").write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-
-    def issue(
-        name: str,
-        cn: str,
-        org: str | None,
-        usage: x509.ObjectIdentifier,
-        sans: Sequence[x509.GeneralName] = (),
-    ) -> None:
-        key = ec.generate_private_key(ec.SECP256R1())
-        attrs = [x509.NameAttribute(NameOID.COMMON_NAME, cn)]
-        if org:
-            attrs.insert(0, x509.NameAttribute(NameOID.ORGANIZATION_NAME, org))
-        builder = (
-            x509.CertificateBuilder()
-            .subject_name(x509.Name(attrs))
-            .issuer_name(ca_name)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(now)
-            .not_valid_after(now + dt.timedelta(days=365))
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(_key_usage(cert_sign=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
-        )
-        if sans:
-            builder = builder.add_extension(x509.SubjectAlternativeName(sans), critical=False)
-        cert = builder.sign(ca_key, hashes.SHA256())
-        _write_key(directory / f"{name}.key", key)
-        (directory / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-
-    dns = [
-        "localhost",
-        "kubernetes",
-        "kubernetes.default",
-        "kubernetes.default.svc",
-        "kubernetes.default.svc.cluster.local",
-    ]
-    sans: list[x509.GeneralName] = [x509.DNSName(d) for d in dns]
-    sans += [
-        x509.IPAddress(ipaddress.ip_address(ip)) for ip in ("127.0.0.1", KUBERNETES_SERVICE_IP)
-    ]
-    issue("apiserver", "kube-apiserver", None, ExtendedKeyUsageOID.SERVER_AUTH, sans)
-    for user, (cn, org) in _CLIENTS.items():
-        issue(user, cn, org, ExtendedKeyUsageOID.CLIENT_AUTH)
-
-    sa_key = ec.generate_private_key(ec.SECP256R1())
-    _write_key(directory / "sa.key", sa_key)
-    (directory / "sa.pub").write_bytes(
-        sa_key.public_key().public_bytes(
-            serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    )
-    return _Pki(directory)
-
-
-def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
-    return x509.KeyUsage(
-        digital_signature=True,
-        content_commitment=False,
-        key_encipherment=not cert_sign,
-        data_encipherment=False,
-        key_agreement=False,
-        key_cert_sign=cert_sign,
-        crl_sign=cert_sign,
-        encipher_only=False,
-        decipher_only=False,
-    )
-
-
-def _write_key(path: Path, key: ec.EllipticCurvePrivateKey) -> None:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.TraditionalOpenSSL,
-            serialization.NoEncryption(),
-        )
-    )
-    path.chmod(0o600)
-
-
-def _kubeconfig(server: str, pki: _Pki, user: str) -> dict[str, Any]:
-    def b64(name: str) -> str:
-        return base64.b64encode(pki.pem(name)).decode()
-
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [
-            {
-                "name": "gpufleet-local",
-                "cluster": {"server": server, "certificate-authority-data": b64("ca.crt")},
-            }
-        ],
-        "users": [
-            {
-                "name": user,
-                "user": {
-                    "client-certificate-data": b64(f"{user}.crt"),
-                    "client-key-data": b64(f"{user}.key"),
-                },
-            }
-        ],
-        "contexts": [
-            {"name": "gpufleet-local", "context": {"cluster": "gpufleet-local", "user": user}}
-        ],
-        "current-context": "gpufleet-local",
-    }
 
 
 # ---- command line ------------------------------------------------------------------------
