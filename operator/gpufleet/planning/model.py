@@ -71,6 +71,29 @@ class Observation:
 
 
 @dataclass(frozen=True)
+class TierMetrics:
+    """Prometheus readings of one tier over the last interval (None: no data)."""
+
+    ttft_p99_seconds: float | None = None
+    prompt_tokens_per_second: float | None = None
+    generation_tokens_per_second: float | None = None
+    requests_per_second: float | None = None
+    requests_waiting: float | None = None
+    kv_cache_usage: float | None = None
+
+
+@dataclass(frozen=True)
+class MetricsReading:
+    """What a metrics source (gpufleet.adapters.prometheus) saw for one pool."""
+
+    state: MetricsState
+    message: str = ""
+    tiers: Mapping[str, TierMetrics] = field(default_factory=dict)
+    demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
+    class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class TierPlan:
     """The decision for one tier."""
 

@@ -1,0 +1,58 @@
+"""Per-class demand inferred from per-tier token rates and the live routing weights (pure).
+
+vLLM counts tokens per pod, not per traffic class. Without a class's own demand query, a
+tier's tokens/s is the sum of what each class's weight sends it:
+
+    tokens[t] = sum_c demand[c] * weight[c, t] / 100
+
+`infer_demand` solves this for the classes by multiplicative (EM) updates started from the
+last planned demand: exact when the weights tell the classes apart, and when they do not
+(every class on the same tier), the split of the last pass is kept. Classes measured by
+their own query are subtracted first. A class with no weight anywhere cannot be seen: None.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+_ITERATIONS = 200
+
+
+def infer_demand(
+    tier_tokens: Mapping[str, float | None],
+    weights: Mapping[str, Mapping[str, int]],
+    prior: Mapping[str, float],
+    known: Mapping[str, float] | None = None,
+) -> dict[str, float | None]:
+    """Tokens/s per class not in `known`, from tier tokens/s and class -> tier -> weight."""
+    known = known or {}
+    shares = {
+        c: {t: w / 100.0 for t, w in ws.items() if w > 0}
+        for c, ws in weights.items()
+        if c not in known
+    }
+    residual = {t: max(v or 0.0, 0.0) for t, v in tier_tokens.items()}
+    for c, value in known.items():
+        for t, w in weights.get(c, {}).items():
+            if t in residual:
+                residual[t] = max(residual[t] - value * w / 100.0, 0.0)
+    seen = [c for c, s in shares.items() if s]
+    result: dict[str, float | None] = {c: None for c in shares if c not in seen}
+    if not seen:
+        return result
+    total = sum(residual.get(t, 0.0) for c in seen for t in shares[c]) or 1.0
+    # Start from the last split; every class gets at least 1% so a woken class can grow.
+    floor = 0.01 * total / len(seen)
+    demand = {c: max(prior.get(c, 0.0), floor) if prior.get(c) else total / len(seen) for c in seen}
+    for _ in range(_ITERATIONS):
+        expected = {t: sum(demand[c] * shares[c].get(t, 0.0) for c in seen) for t in residual}
+        demand = {
+            c: sum(
+                residual[t] * demand[c] * share / expected[t]
+                for t, share in shares[c].items()
+                if t in residual and expected[t] > 0
+            )
+            for c in seen
+        }
+    result.update(demand)
+    return result

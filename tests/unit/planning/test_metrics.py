@@ -1,0 +1,261 @@
+"""PromQL builders, demand inference, and the Prometheus adapter on a fake client.
+
+(The adapter against a real Prometheus: tests/integration/test_prometheus_adapter.py.)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+import requests
+
+from gpufleet.adapters import promql
+from gpufleet.adapters.prometheus import PrometheusMetrics
+from gpufleet.api.types import InferencePool
+from gpufleet.planning.demand import infer_demand
+from gpufleet.planning.model import MetricsState
+from tests.pools import pool
+
+pytestmark = pytest.mark.timeout(2)
+
+SEL = promql.selector("llm", "llama3-8b")
+
+
+# -- PromQL -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("built", "expected"),
+    [
+        pytest.param(SEL, 'namespace="llm",gpufleet_dev_pool="llama3-8b"', id="selector"),
+        pytest.param(
+            promql.selector('a"b', "c\\d"),
+            'namespace="a\\"b",gpufleet_dev_pool="c\\\\d"',
+            id="escaping",
+        ),
+        pytest.param(
+            promql.ttft_p99(SEL, 60),
+            'histogram_quantile(0.99, sum by (gpufleet_dev_tier, le) (rate({__name__=~"vllm[:_]'
+            'time_to_first_token_seconds_bucket",namespace="llm",gpufleet_dev_pool="llama3-8b"}[60s])))',
+            id="ttft-p99",
+        ),
+        pytest.param(
+            promql.rate_by_tier(promql.PROMPT_TOKENS, SEL, 30),
+            'sum by (gpufleet_dev_tier) (rate({__name__=~"vllm[:_]prompt_tokens_total",'
+            'namespace="llm",gpufleet_dev_pool="llama3-8b"}[30s]))',
+            id="prompt-tokens",
+        ),
+        pytest.param(
+            promql.sum_by_tier(promql.WAITING, SEL),
+            'sum by (gpufleet_dev_tier) ({__name__=~"vllm[:_]num_requests_waiting",'
+            'namespace="llm",gpufleet_dev_pool="llama3-8b"})',
+            id="waiting",
+        ),
+        pytest.param(
+            promql.kv_cache_usage(SEL),
+            'avg by (gpufleet_dev_tier) ({__name__=~"vllm[:_]kv_cache_usage_perc",namespace="llm",'
+            'gpufleet_dev_pool="llama3-8b"}) or avg by (gpufleet_dev_tier) ({__name__=~"vllm[:_]'
+            'gpu_cache_usage_perc",namespace="llm",gpufleet_dev_pool="llama3-8b"})',
+            id="kv-cache-both-names",
+        ),
+        pytest.param(
+            promql.sample_age(SEL),
+            "time() - max by (gpufleet_dev_tier) (timestamp("
+            '{__name__=~"vllm[:_]num_requests_running",'
+            'namespace="llm",gpufleet_dev_pool="llama3-8b"}))',
+            id="sample-age",
+        ),
+    ],
+)
+def test_promql(built: str, expected: str) -> None:
+    assert built == expected
+
+
+def test_pool_queries_use_the_window_everywhere_a_rate_is_taken() -> None:
+    queries = promql.pool_queries("llm", "llama3-8b", 45)
+    rates = [queries.ttft_p99, queries.prompt_tokens, queries.generation_tokens, queries.requests]
+    assert all("[45s]" in q for q in rates)
+    assert "rate(" not in queries.waiting and "rate(" not in queries.kv_cache
+
+
+# -- demand inference -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("tiers", "weights", "prior", "known", "expected"),
+    [
+        pytest.param(
+            {"h100": 2000.0, "rtx": 4000.0},
+            {"rt": {"h100": 100}, "batch": {"h100": 20, "rtx": 80}},
+            {},
+            {},
+            {"rt": 1000.0, "batch": 5000.0},
+            id="identifiable-exact",
+        ),
+        pytest.param(
+            {"h100": 3000.0},
+            {"rt": {"h100": 100}, "batch": {"h100": 100}},
+            {"rt": 1000.0, "batch": 2000.0},
+            {},
+            {"rt": 1000.0, "batch": 2000.0},
+            id="same-tier-keeps-last-split",
+        ),
+        pytest.param(
+            {"h100": 6000.0},
+            {"rt": {"h100": 100}, "batch": {"h100": 100}},
+            {"rt": 1000.0, "batch": 2000.0},
+            {},
+            {"rt": 2000.0, "batch": 4000.0},
+            id="same-tier-scales-last-split",
+        ),
+        pytest.param(
+            {"h100": 3000.0},
+            {"rt": {"h100": 100}, "batch": {"h100": 100}},
+            {},
+            {"rt": 1000.0},
+            {"batch": 2000.0},
+            id="known-class-subtracted",
+        ),
+        pytest.param(
+            {"h100": 3000.0},
+            {"rt": {"h100": 100}, "new": {}},
+            {},
+            {},
+            {"rt": 3000.0, "new": None},
+            id="unrouted-class-unknown",
+        ),
+        pytest.param(
+            {"h100": None, "rtx": 400.0},
+            {"rt": {"h100": 100}, "batch": {"rtx": 100}},
+            {},
+            {},
+            {"rt": 0.0, "batch": 400.0},
+            id="tier-without-data-counts-zero",
+        ),
+    ],
+)
+def test_infer_demand(
+    tiers: dict[str, float | None],
+    weights: dict[str, dict[str, int]],
+    prior: dict[str, float],
+    known: dict[str, float],
+    expected: dict[str, float | None],
+) -> None:
+    got = infer_demand(tiers, weights, prior, known)
+    assert got.keys() == expected.keys()
+    for name, value in expected.items():
+        assert got[name] == (None if value is None else pytest.approx(value, rel=1e-3)), name
+
+
+# -- the adapter on a fake Prometheus ---------------------------------------------------------
+
+
+class FakePrometheus:
+    """Answers queries by the first matching key in `answers` (substring of the query)."""
+
+    def __init__(self, answers: dict[str, Any] | Callable[[str], Any]) -> None:
+        self.answers = answers
+        self.queries: list[str] = []
+
+    def custom_query(self, query: str, params: dict[str, Any] | None = None) -> Any:
+        self.queries.append(query)
+        if callable(self.answers):
+            return self.answers(query)
+        for key, value in self.answers.items():
+            if key in query:
+                if isinstance(value, BaseException):
+                    raise value
+                return value
+        return []
+
+
+def vector(**by_tier: float | str) -> list[dict[str, Any]]:
+    return [
+        {"metric": {"gpufleet_dev_tier": t}, "value": [1.0, str(v)]} for t, v in by_tier.items()
+    ]
+
+
+def inference_pool() -> InferencePool:
+    body = pool(namespace="llm", scaling={"intervalSeconds": 30})
+    body["status"] = {
+        "classes": [
+            {"name": "realtime", "weights": [{"tier": "h100", "weight": 100}]},
+            {"name": "batch", "weights": [{"tier": "rtx4090", "weight": 100}]},
+        ]
+    }
+    return InferencePool.model_validate(body)
+
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def read(answers: dict[str, Any] | Callable[[str], Any]) -> Any:
+    return PrometheusMetrics(client=FakePrometheus(answers)).read(inference_pool(), NOW)
+
+
+def test_reads_tiers_and_infers_demand() -> None:
+    reading = read(
+        {
+            "time() -": vector(h100=3, rtx4090=5),
+            "histogram_quantile": vector(h100=0.03, rtx4090="NaN"),
+            "prompt_tokens": vector(h100=500, rtx4090=3000),
+            "generation_tokens": vector(h100=500, rtx4090=3000),
+            "request_success": vector(h100=2.5, rtx4090=15),
+            "waiting": vector(h100=0, rtx4090=7),
+            "cache_usage": vector(h100=0.1, rtx4090=0.9),
+        }
+    )
+    assert reading.state is MetricsState.AVAILABLE
+    assert reading.tiers["h100"].ttft_p99_seconds == 0.03
+    assert reading.tiers["rtx4090"].ttft_p99_seconds is None  # NaN: no request finished
+    assert reading.demand["realtime"].tokens_per_second == pytest.approx(1000)
+    assert reading.demand["batch"].tokens_per_second == pytest.approx(6000)
+    assert reading.class_ttft_p99_seconds == {"realtime": 0.03, "batch": None}
+
+
+@pytest.mark.parametrize(
+    ("answers", "state"),
+    [
+        pytest.param(
+            {"time() -": requests.exceptions.ConnectionError()},
+            MetricsState.UNREACHABLE,
+            id="refused",
+        ),
+        pytest.param(
+            {"time() -": requests.exceptions.Timeout()}, MetricsState.UNREACHABLE, id="timeout"
+        ),
+        pytest.param({"time() -": []}, MetricsState.NO_DATA, id="no-series"),
+        pytest.param({"time() -": vector(h100=61, rtx4090=900)}, MetricsState.STALE, id="stale"),
+        pytest.param(
+            {"time() -": vector(h100=59, rtx4090=900)}, MetricsState.AVAILABLE, id="one-fresh-tier"
+        ),
+    ],
+)
+def test_states(answers: dict[str, Any], state: MetricsState) -> None:
+    assert read(answers).state is state
+
+
+def test_a_stale_tier_reads_as_no_data_while_the_others_count() -> None:
+    reading = read(
+        {"time() -": vector(h100=2, rtx4090=900), "prompt_tokens": vector(h100=10, rtx4090=99)}
+    )
+    assert reading.tiers["h100"].prompt_tokens_per_second == 10
+    assert reading.tiers["rtx4090"].prompt_tokens_per_second is None
+
+
+@pytest.mark.parametrize(
+    "garbage",
+    [
+        pytest.param([{"metric": {}, "value": [1, "3"]}], id="no-tier-label"),
+        pytest.param([{"metric": {"gpufleet_dev_tier": "h100"}, "value": "x"}], id="bad-value"),
+        pytest.param({"unexpected": "shape"}, id="not-a-list"),
+        pytest.param(ValueError("bad json"), id="bad-json"),
+    ],
+)
+def test_bad_answers_degrade_to_missing_values_never_raise(garbage: Any) -> None:
+    reading = read({"time() -": vector(h100=1, rtx4090=1), "prompt_tokens": garbage})
+    assert reading.state is MetricsState.AVAILABLE
+    assert reading.tiers["h100"].prompt_tokens_per_second is None
