@@ -1,0 +1,312 @@
+"""One policy on one trace: requests routed to tiers and replicas, a decision every interval.
+
+Time runs in decision intervals. Within one, arrivals and node changes are taken in time
+order: each request goes to a tier by its class's integer weights (a seeded draw per
+request, the same draws for every policy), then to the Ready replica of that tier with
+the fewest requests in flight (or round robin). A tier without a Ready replica passes the
+request to the class's other weighted tiers (a gateway retry); with none, it is dropped
+(an SLO miss). At the end of the interval every engine is run up to that instant, the
+policy sees what Prometheus would show for it and decides, and the fleet follows.
+
+Every policy starts warm: before the trace starts it has decided on the first interval's
+demand and its replicas are Ready, so no policy pays a start-up transient the others do not.
+"""
+
+from __future__ import annotations
+
+import math
+import time as wallclock
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from enum import StrEnum
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gpufleet.api.types import InferencePool
+from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.model import MetricsState, Observation, TierObservation
+from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
+from gpufleet.sim.metrics import Interval, Recorder, histogram_quantile
+from gpufleet.sim.policies import Decision, Policy, Seen, class_loads, demand_of
+from gpufleet.sim.replica import engine_params
+from gpufleet.sim.traces import STREAM_PREEMPTION, STREAM_ROUTING, Trace, rng
+
+
+class Balance(StrEnum):
+    LEAST_LOADED = "least-loaded"
+    ROUND_ROBIN = "round-robin"
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    seed: int = 0
+    preemption: Preemption = field(default_factory=Preemption)
+    balance: Balance = Balance.LEAST_LOADED
+
+
+@dataclass
+class Timeline:
+    """Per interval (at its end): replicas, latency and cost so far."""
+
+    time: list[float] = field(default_factory=list)
+    desired: dict[str, list[int]] = field(default_factory=dict)
+    ready: dict[str, list[int]] = field(default_factory=dict)
+    class_p99: dict[str, list[float]] = field(default_factory=dict)  # exact, NaN: no request
+    cost: list[float] = field(default_factory=list)  # dollars so far
+
+
+@dataclass
+class RunResult:
+    """Everything one policy's run produced."""
+
+    policy: str
+    description: str
+    classes: tuple[str, ...]
+    class_of: NDArray[np.int64]
+    ttft: NDArray[np.float64]
+    fate: NDArray[np.int64]
+    prompt_tokens: NDArray[np.int64]
+    output_tokens: NDArray[np.int64]
+    tiers: dict[str, TierTotals]
+    price_per_replica_hour: dict[str, float]
+    watts: dict[str, float | None]
+    duration_seconds: float
+    timeline: Timeline
+    wall_seconds: float
+    decisions: int
+
+
+def models_of(pool: InferencePool) -> dict[str, ReplicaModel]:
+    from gpufleet.planning.profiles import replica_model
+
+    return {t.name: replica_model(t, pool.spec.model) for t in pool.spec.tiers}
+
+
+class _Run:
+    def __init__(
+        self,
+        pool: InferencePool,
+        models: Mapping[str, ReplicaModel],
+        trace: Trace,
+        config: SimConfig,
+        interval: float,
+    ) -> None:
+        self.pool = pool
+        self.trace = trace
+        self.config = config
+        self.interval = interval
+        spec = pool.spec
+        self.recorder = Recorder(trace, len(spec.tiers))
+        prompt, output = self.recorder.prompt, self.recorder.output
+        self.fleets = [
+            TierFleet(
+                i, t, models[t.name], engine_params(models[t.name]), self.recorder, prompt, output
+            )
+            for i, t in enumerate(spec.tiers)
+        ]
+        self.by_name = {f.name: f for f in self.fleets}
+        self.draws: list[float] = rng(config.seed, STREAM_ROUTING).random(len(trace)).tolist()
+        self.n_intervals = max(1, math.ceil((trace.duration_seconds + 1e-9) / interval))
+        self.end = self.n_intervals * interval
+        events: list[tuple[float, int, int, bool]] = []
+        for i, t in enumerate(spec.tiers):
+            if t.preemptible:
+                generator = rng(config.seed, STREAM_PREEMPTION, i)
+                for when, slot, up in slot_events(
+                    t.max_replicas, self.end, config.preemption, generator
+                ):
+                    events.append((when, i, slot, up))
+        events.sort()
+        self.node_events = events
+        self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
+        self.order: list[list[int]] = []  # per class: tiers by weight, for the retry
+        self.rr = [0] * len(self.fleets)
+        self.busy_mark = [0.0] * len(self.fleets)
+
+    # -- routing ---------------------------------------------------------------------------
+
+    def set_weights(self, decision: Decision) -> None:
+        tier_index = {f.name: f.index for f in self.fleets}
+        self.weights, self.order = [], []
+        for name in self.trace.classes:
+            weights = decision.weights.get(name, {})
+            tiers = [tier_index[t] for t, w in weights.items() if w > 0 and t in tier_index]
+            cumulative = list(np.cumsum([weights[self.fleets[i].name] for i in tiers]).tolist())
+            self.weights.append((tiers, cumulative))
+            self.order.append(sorted(tiers, key=lambda i: -weights[self.fleets[i].name]))
+
+    def route(self, request: int, now: float) -> None:
+        tiers, cumulative = self.weights[self.recorder.class_of[request]]
+        if not tiers:
+            self.recorder.dropped(request)
+            return
+        x = self.draws[request] * cumulative[-1]
+        pick = tiers[-1]
+        for tier, bound in zip(tiers, cumulative, strict=True):
+            if x < bound:
+                pick = tier
+                break
+        candidates = [pick] + [t for t in self.order[self.recorder.class_of[request]] if t != pick]
+        for tier in candidates:
+            fleet = self.fleets[tier]
+            ready = [r for r in fleet.replicas if r.ready_at <= now]
+            if not ready:
+                continue
+            if self.config.balance is Balance.LEAST_LOADED:
+                replica = least_loaded(ready, now)
+            else:
+                replica = ready[self.rr[tier] % len(ready)]
+                self.rr[tier] += 1
+            self.recorder.routed(request, tier)
+            replica.engine.enqueue(request, now + fleet.params.overhead)
+            return
+        self.recorder.dropped(request)
+
+    # -- the loop --------------------------------------------------------------------------
+
+    def apply(self, decision: Decision, now: float, *, warm: bool = False) -> None:
+        for fleet in self.fleets:
+            fleet.advance(now)
+            fleet.instant_restarts = decision.instant
+            fleet.scale(decision.replicas.get(fleet.name, 0), now, instant=decision.instant or warm)
+        self.set_weights(decision)
+
+    def run_interval(self, k: int) -> Interval:
+        start, end = k * self.interval, (k + 1) * self.interval
+        arrival = self.recorder.arrival
+        lo, hi = np.searchsorted(self.trace.arrival_seconds, [start, end], side="left").tolist()
+        i = lo
+        events = self.node_events
+        while i < hi or (events and events[0][0] < end):
+            node_first = (
+                bool(events) and events[0][0] < end and (i >= hi or events[0][0] <= arrival[i])
+            )
+            if node_first:
+                when, tier, slot, up = events.pop(0)
+                fleet = self.fleets[tier]
+                if up:
+                    fleet.slot_up(slot, when)
+                else:
+                    for request in fleet.slot_down(slot, when):
+                        self.route(request, when)
+            else:
+                self.route(i, arrival[i])
+                i += 1
+        for fleet in self.fleets:
+            fleet.advance(end)
+        return self.recorder.interval(start, end)
+
+    def seen(self, now: float, interval: Interval | None, loads_end: float) -> Seen:
+        tiers = {}
+        busy: dict[str, float] = {}
+        for fleet in self.fleets:
+            ready = fleet.ready(now)
+            running = bool(fleet.replicas or fleet.draining)
+            metrics = interval.tiers[fleet.index] if interval is not None else None
+            rate = (lambda v: v / self.interval) if (metrics is not None and running) else None
+            tiers[fleet.name] = TierObservation(
+                name=fleet.name,
+                desired_replicas=fleet.desired,
+                ready_replicas=len(ready),
+                starting_replicas=fleet.starting(now),
+                unschedulable_replicas=fleet.pending,
+                ttft_p99_seconds=histogram_quantile(0.99, metrics.ttft_samples)
+                if metrics
+                else None,
+                prompt_tokens_per_second=rate(metrics.prompt_tokens) if rate and metrics else None,
+                generation_tokens_per_second=rate(metrics.generation_tokens)
+                if rate and metrics
+                else None,
+                requests_per_second=rate(metrics.completed) if rate and metrics else None,
+                requests_waiting=float(sum(r.engine.waiting for r in ready)) if running else None,
+            )
+            total = fleet.busy_seconds()
+            busy[fleet.name] = (total - self.busy_mark[fleet.index]) / self.interval
+            self.busy_mark[fleet.index] = total
+        loads = class_loads(self.trace, loads_end - self.interval, loads_end)
+        class_p99 = {
+            name: histogram_quantile(0.99, interval.class_ttft_samples[ci]) if interval else None
+            for ci, name in enumerate(self.trace.classes)
+        }
+        observation = Observation(
+            now=self.trace.start + timedelta(seconds=now),
+            tiers=tiers,
+            metrics=MetricsState.AVAILABLE,
+            demand=demand_of(loads),
+            class_ttft_p99_seconds=class_p99,
+        )
+        return Seen(time=now, observation=observation, busy_replicas=busy)
+
+
+def simulate(
+    pool: InferencePool,
+    trace: Trace,
+    policy: Policy,
+    config: SimConfig,
+    *,
+    models: Mapping[str, ReplicaModel] | None = None,
+    on_interval: Callable[[], None] | None = None,
+) -> RunResult:
+    """Replay `trace` against the pool's fleet under `policy`."""
+    started = wallclock.perf_counter()
+    interval = float(pool.spec.scaling.interval_seconds)
+    run = _Run(pool, models or models_of(pool), trace, config, interval)
+    timeline = Timeline()
+    for fleet in run.fleets:
+        timeline.desired[fleet.name] = []
+        timeline.ready[fleet.name] = []
+    for name in trace.classes:
+        timeline.class_p99[name] = []
+
+    # Warm start: the first interval's demand, as if it had been running before.
+    decision = policy.warm(run.seen(0.0, None, interval))
+    run.apply(decision, 0.0, warm=True)
+    decisions = 1
+    for k in range(run.n_intervals):
+        interval_metrics = run.run_interval(k)
+        now = (k + 1) * interval
+        _record(run, timeline, interval_metrics, now)
+        if k + 1 < run.n_intervals:
+            seen = run.seen(
+                now, interval_metrics, now + interval if policy.name == "oracle" else now
+            )
+            decision = policy.decide(seen)
+            run.apply(decision, now)
+            decisions += 1
+        if on_interval is not None:
+            on_interval()
+    for fleet in run.fleets:
+        fleet.finish(run.end)
+    recorder = run.recorder
+    return RunResult(
+        policy=policy.name,
+        description=policy.description,
+        classes=trace.classes,
+        class_of=trace.class_index,
+        ttft=recorder.ttft,
+        fate=recorder.fate,
+        prompt_tokens=trace.prompt_tokens,
+        output_tokens=trace.output_tokens,
+        tiers={f.name: f.totals for f in run.fleets},
+        price_per_replica_hour={f.name: f.price_per_replica_hour for f in run.fleets},
+        watts={f.name: f.model.watts for f in run.fleets},
+        duration_seconds=run.end,
+        timeline=timeline,
+        wall_seconds=wallclock.perf_counter() - started,
+        decisions=decisions,
+    )
+
+
+def _record(run: _Run, timeline: Timeline, interval: Interval, now: float) -> None:
+    timeline.time.append(now)
+    for fleet in run.fleets:
+        timeline.desired[fleet.name].append(fleet.desired)
+        timeline.ready[fleet.name].append(len(fleet.ready(now)))
+    for ci, name in enumerate(run.trace.classes):
+        samples = interval.class_ttft_samples[ci]
+        timeline.class_p99[name].append(float(np.percentile(samples, 99)) if samples else math.nan)
+    timeline.cost.append(
+        sum(f.replica_seconds(now) * f.price_per_replica_hour / 3600.0 for f in run.fleets)
+    )

@@ -1,0 +1,247 @@
+"""The replicas of one tier over time: cold starts, node loss, scale down, cost and energy.
+
+A tier has as many node *slots* as its maxReplicas; a replica runs on a slot. The slots of
+a preemptible tier go away at random (exponential up and down times, seeded per tier, the
+same for every policy) and come back; the replica on a slot that goes away dies, its
+waiting requests go back to the router and its decoding ones are cut; the Deployment
+still wants it, so it restarts on another slot (cold) or stays Pending (unschedulable)
+until a slot comes back.
+
+A replica costs its tier's price and draws its board power from the moment it is started
+on a node, not from Ready: the model loads for `model_load_seconds` before it takes
+traffic. Scale down removes Pending replicas first, then starting ones, then the Ready
+ones with the fewest requests in flight, which finish those (still costing) and leave.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpufleet.api.types import Tier
+from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.sim.metrics import Recorder
+from gpufleet.sim.replica import EngineParams, Replica
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """How often a preemptible tier's nodes go away, and for how long."""
+
+    mean_up_seconds: float = 2 * 3600.0
+    mean_down_seconds: float = 600.0
+
+    @property
+    def enabled(self) -> bool:
+        return self.mean_up_seconds > 0
+
+
+def slot_events(
+    slots: int, horizon: float, preemption: Preemption, generator: np.random.Generator
+) -> list[tuple[float, int, bool]]:
+    """(time, slot, up) changes of a preemptible tier's slots over [0, horizon), sorted."""
+    events: list[tuple[float, int, bool]] = []
+    if not preemption.enabled:
+        return events
+    for slot in range(slots):
+        t = 0.0
+        while True:
+            t += float(generator.exponential(preemption.mean_up_seconds))
+            if t >= horizon:
+                break
+            events.append((t, slot, False))
+            t += float(generator.exponential(max(preemption.mean_down_seconds, 1e-9)))
+            if t >= horizon:
+                break
+            events.append((t, slot, True))
+    events.sort()
+    return events
+
+
+@dataclass
+class SimReplica:
+    engine: Replica
+    started: float
+    ready_at: float
+    slot: int
+    serial: int
+
+
+@dataclass
+class TierTotals:
+    """What a tier cost over the run."""
+
+    replica_seconds: float = 0.0
+    cold_starts: int = 0
+    preempted: int = 0
+
+
+@dataclass
+class TierFleet:
+    """The replicas of one tier in one run."""
+
+    index: int
+    tier: Tier
+    model: ReplicaModel
+    params: EngineParams
+    recorder: Recorder
+    prompt: list[int]
+    output: list[int]
+    replicas: list[SimReplica] = field(default_factory=list)  # starting or Ready
+    draining: list[SimReplica] = field(default_factory=list)
+    pending: int = 0  # wanted, no node to run on
+    totals: TierTotals = field(default_factory=TierTotals)
+    _slot_up: list[bool] = field(default_factory=list)
+    _slot_used: list[bool] = field(default_factory=list)
+    _serial: int = 0
+    _busy_closed: float = 0.0
+    instant_restarts: bool = False  # a replica lost with its node restarts Ready (the oracle)
+
+    def __post_init__(self) -> None:
+        self._slot_up = [True] * self.tier.max_replicas
+        self._slot_used = [False] * self.tier.max_replicas
+
+    @property
+    def price_per_replica_hour(self) -> float:
+        return float(self.tier.price_per_gpu_hour) * self.tier.gpus_per_replica
+
+    @property
+    def name(self) -> str:
+        return self.tier.name
+
+    @property
+    def desired(self) -> int:
+        return len(self.replicas) + self.pending
+
+    def ready(self, now: float) -> list[SimReplica]:
+        return [r for r in self.replicas if r.ready_at <= now]
+
+    def starting(self, now: float) -> int:
+        return sum(1 for r in self.replicas if r.ready_at > now)
+
+    # -- scaling ---------------------------------------------------------------------------
+
+    def scale(self, target: int, now: float, *, instant: bool = False) -> None:
+        """Ask for `target` replicas; `instant`: new ones are Ready at once (warm start, oracle)."""
+        target = max(0, min(target, self.tier.max_replicas))
+        while self.desired < target:
+            if not self._start(now, instant=instant):
+                self.pending += 1
+        surplus = self.desired - target
+        if surplus <= 0:
+            return
+        dropped_pending = min(surplus, self.pending)
+        self.pending -= dropped_pending
+        surplus -= dropped_pending
+        if surplus <= 0:
+            return
+        for victim in self._victims(now, surplus):
+            self.replicas.remove(victim)
+            self._slot_used[victim.slot] = False
+            if victim.ready_at > now:  # still loading the model: gone at once
+                self._close(victim, now)
+            else:
+                self.draining.append(victim)
+
+    def _victims(self, now: float, count: int) -> list[SimReplica]:
+        starting = sorted((r for r in self.replicas if r.ready_at > now), key=lambda r: -r.ready_at)
+        ready = self.ready(now)
+        for r in ready:
+            r.engine.advance(now)
+        ready.sort(key=lambda r: (r.engine.outstanding, -r.serial))
+        return (starting + ready)[:count]
+
+    def _start(self, now: float, *, instant: bool) -> bool:
+        slot = next(
+            (s for s, up in enumerate(self._slot_up) if up and not self._slot_used[s]), None
+        )
+        if slot is None:
+            return False
+        self._slot_used[slot] = True
+        self._serial += 1
+        ready_at = now if instant else now + self.model.model_load_seconds
+        engine = Replica(self.params, self.prompt, self.output, self.recorder, start=ready_at)
+        self.replicas.append(SimReplica(engine, now, ready_at, slot, self._serial))
+        if not instant:
+            self.totals.cold_starts += 1
+        return True
+
+    # -- nodes coming and going ------------------------------------------------------------
+
+    def slot_down(self, slot: int, now: float) -> list[int]:
+        """The node of `slot` went away: the requests to route again."""
+        self._slot_up[slot] = False
+        reroute: list[int] = []
+        for group in (self.replicas, self.draining):
+            for victim in [r for r in group if r.slot == slot]:
+                waiting, cut = victim.engine.evict(now)
+                for request in cut:
+                    self.recorder.cut(request)
+                reroute += waiting
+                group.remove(victim)
+                self._close(victim, now)
+                self.totals.preempted += 1
+                if group is self.replicas:
+                    self._slot_used[slot] = False
+                    if not self._start(now, instant=self.instant_restarts):
+                        self.pending += 1
+        return reroute
+
+    def slot_up(self, slot: int, now: float) -> None:
+        self._slot_up[slot] = True
+        if self.pending and self._start(now, instant=self.instant_restarts):
+            self.pending -= 1
+
+    # -- time and money --------------------------------------------------------------------
+
+    def advance(self, now: float) -> None:
+        """Run every engine up to `now`; drained replicas leave."""
+        for r in self.replicas:
+            r.engine.advance(now)
+        still: list[SimReplica] = []
+        for r in self.draining:
+            r.engine.advance(now)
+            if r.engine.idle and r.engine.last_step_end <= now:
+                self._close(r, max(r.engine.last_step_end, r.started))
+            else:
+                still.append(r)
+        self.draining = still
+
+    def finish(self, end: float) -> None:
+        """End of the run: in-flight requests complete, replicas are charged up to `end`."""
+        for r in self.replicas + self.draining:
+            last = r.engine.drain()
+            self._close(r, max(end, min(last, end)) if r in self.draining else end)
+        self.replicas, self.draining, self.pending = [], [], 0
+
+    def _close(self, replica: SimReplica, end: float) -> None:
+        self.totals.replica_seconds += max(end - replica.started, 0.0)
+        self._busy_closed += replica.engine.busy_seconds
+
+    def replica_seconds(self, now: float) -> float:
+        """Replica-seconds paid for up to `now`, open replicas included."""
+        open_seconds = sum(max(now - r.started, 0.0) for r in self.replicas + self.draining)
+        return self.totals.replica_seconds + open_seconds
+
+    def busy_seconds(self) -> float:
+        """Compute done so far by every replica this tier ever ran."""
+        return self._busy_closed + sum(r.engine.busy_seconds for r in self.replicas + self.draining)
+
+
+def least_loaded(replicas: list[SimReplica], now: float) -> SimReplica:
+    """The Ready replica with the fewest requests in flight (oldest first on ties)."""
+    best = replicas[0]
+    best.engine.advance(now)
+    best_load = best.engine.outstanding
+    for r in replicas[1:]:
+        r.engine.advance(now)
+        load = r.engine.outstanding
+        if load < best_load:
+            best, best_load = r, load
+    return best
+
+
+def merged(*streams: list[tuple[float, int, bool]]) -> list[tuple[float, int, bool]]:
+    return list(heapq.merge(*streams))

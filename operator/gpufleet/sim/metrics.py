@@ -1,0 +1,142 @@
+"""What happened to every request, and what Prometheus would have shown per interval.
+
+The `Recorder` keeps each request's fate (first token, completion, drop, cut) and the
+stream of first-token and completion events. At each decision time the engine asks for
+the interval that just ended: only events before that time count, so the planner sees
+the past and nothing else. Latency quantiles are computed the way the operator reads them:
+`histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
+linear interpolation inside a bucket, not the exact sample quantile.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import IntEnum
+
+import numpy as np
+from numpy.typing import NDArray
+
+from gpufleet.sim.traces import Trace
+
+# vllm:time_to_first_token_seconds buckets (vLLM 0.8).
+TTFT_BUCKETS: tuple[float, ...] = (
+    0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
+    2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
+)  # fmt: skip
+
+
+def histogram_quantile(q: float, samples: Sequence[float]) -> float | None:
+    """Prometheus's histogram_quantile over TTFT_BUCKETS of `samples`; None without samples."""
+    if not samples:
+        return None
+    counts = [0] * (len(TTFT_BUCKETS) + 1)
+    for value in samples:
+        counts[bisect.bisect_left(TTFT_BUCKETS, value)] += 1
+    rank = q * len(samples)
+    cumulative = 0
+    for i, count in enumerate(counts):
+        if cumulative + count >= rank and count > 0:
+            if i == len(TTFT_BUCKETS):  # the +Inf bucket: Prometheus answers its lower bound
+                return TTFT_BUCKETS[-1]
+            lower = 0.0 if i == 0 else TTFT_BUCKETS[i - 1]
+            upper = TTFT_BUCKETS[i]
+            return lower + (upper - lower) * (rank - cumulative) / count
+        cumulative += count
+    return TTFT_BUCKETS[-1]
+
+
+class Fate(IntEnum):
+    PENDING = 0  # still in a replica (or never routed)
+    COMPLETED = 1
+    DROPPED = 2  # no Ready replica on any tier the class may use
+    CUT = 3  # its replica's node went away mid-decode
+
+
+@dataclass
+class TierInterval:
+    """One tier's metrics over an interval."""
+
+    ttft_samples: list[float] = field(default_factory=list)
+    prompt_tokens: int = 0  # prompts prefilled
+    generation_tokens: int = 0  # tokens of requests completed
+    completed: int = 0
+
+
+@dataclass
+class Interval:
+    """Every tier's and class's metrics over [start, end)."""
+
+    start: float
+    end: float
+    tiers: list[TierInterval]
+    class_ttft_samples: list[list[float]]
+
+
+class Recorder:
+    """Per-request outcomes of one run, and the events the metrics are made of."""
+
+    def __init__(self, trace: Trace, n_tiers: int) -> None:
+        n = len(trace)
+        self.arrival: list[float] = trace.arrival_seconds.tolist()
+        self.prompt: list[int] = trace.prompt_tokens.tolist()
+        self.output: list[int] = trace.output_tokens.tolist()
+        self.class_of: list[int] = trace.class_index.tolist()
+        self.n_classes = len(trace.classes)
+        self.n_tiers = n_tiers
+        self.ttft: NDArray[np.float64] = np.full(n, np.inf)
+        self.done: NDArray[np.float64] = np.full(n, np.nan)
+        self.tier_of: NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
+        self.fate: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
+        self._first_events: list[tuple[float, int]] = []
+        self._done_events: list[tuple[float, int]] = []
+
+    # -- the engine reports here -----------------------------------------------------------
+
+    def first_token(self, request: int, time: float) -> None:
+        self.ttft[request] = time - self.arrival[request]
+        self._first_events.append((time, request))
+
+    def completed(self, request: int, time: float) -> None:
+        self.done[request] = time
+        self.fate[request] = Fate.COMPLETED
+        self._done_events.append((time, request))
+
+    def routed(self, request: int, tier: int) -> None:
+        self.tier_of[request] = tier
+
+    def dropped(self, request: int) -> None:
+        self.fate[request] = Fate.DROPPED
+        self.ttft[request] = np.inf
+
+    def cut(self, request: int) -> None:
+        self.fate[request] = Fate.CUT
+
+    # -- the metrics -----------------------------------------------------------------------
+
+    def interval(self, start: float, end: float) -> Interval:
+        """Metrics of events before `end` not yet reported (those after wait for later)."""
+        tiers = [TierInterval() for _ in range(self.n_tiers)]
+        classes: list[list[float]] = [[] for _ in range(self.n_classes)]
+        first_later: list[tuple[float, int]] = []
+        for time, request in self._first_events:
+            if time >= end:
+                first_later.append((time, request))
+                continue
+            tier = tiers[int(self.tier_of[request])]
+            value = float(self.ttft[request])
+            tier.ttft_samples.append(value)
+            tier.prompt_tokens += self.prompt[request]
+            classes[self.class_of[request]].append(value)
+        done_later: list[tuple[float, int]] = []
+        for time, request in self._done_events:
+            if time >= end:
+                done_later.append((time, request))
+                continue
+            tier = tiers[int(self.tier_of[request])]
+            tier.generation_tokens += self.output[request]
+            tier.completed += 1
+        self._first_events = first_later
+        self._done_events = done_later
+        return Interval(start, end, tiers, classes)

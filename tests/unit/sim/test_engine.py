@@ -1,0 +1,144 @@
+"""A whole run: determinism, routing by weights, drops, the past-only view, the real planner."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+from numpy.typing import NDArray
+
+from gpufleet.api.types import InferencePool
+from gpufleet.planning.planner import plan
+from gpufleet.sim.engine import SimConfig, models_of, simulate
+from gpufleet.sim.fleet import Preemption
+from gpufleet.sim.metrics import Fate
+from gpufleet.sim.policies import GpufleetPolicy, make_policies
+from gpufleet.sim.traces import Shape, Trace, assign_classes, synthetic
+from tests.unit.sim.factories import Recording, mixed_pool, trace
+
+pytestmark = pytest.mark.timeout(10)
+
+BOTH = {"h100": 1, "rtx4090": 2}
+
+
+def _trace(seconds: float = 600.0, rate: float = 3.0, seed: int = 0) -> Trace:
+    t = synthetic(Shape.CONSTANT, mean_rps=rate, duration_seconds=seconds, seed=seed)
+    return assign_classes(t, mixed_pool().spec, {"realtime": 0.3}, seed=seed)
+
+
+def test_the_same_seed_gives_the_same_run_and_another_seed_another() -> None:
+    pool = mixed_pool()
+    t = _trace()
+    config = SimConfig(seed=3, preemption=Preemption(mean_up_seconds=300.0))
+    runs = [
+        simulate(pool, t, p, c)
+        for p, c in [
+            (make_policies(["utilization"], pool, models_of(pool), t, 30.0, None)[0], config),
+            (make_policies(["utilization"], pool, models_of(pool), t, 30.0, None)[0], config),
+            (
+                make_policies(["utilization"], pool, models_of(pool), t, 30.0, None)[0],
+                SimConfig(seed=4),
+            ),
+        ]
+    ]
+    assert np.array_equal(runs[0].ttft, runs[1].ttft)
+    assert runs[0].tiers == runs[1].tiers
+    assert not np.array_equal(runs[0].ttft, runs[2].ttft)
+
+
+def test_requests_split_over_tiers_by_the_class_weights() -> None:
+    pool = mixed_pool()
+    t = _trace(rate=2.0)
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"h100": 25, "rtx4090": 75}})
+    result = simulate(pool, t, policy, SimConfig(preemption=Preemption(mean_up_seconds=0)))
+    assert result is not None
+    batch = t.class_index == 1
+    tier_of = _tier_of(pool, t, policy)
+    assert np.mean(tier_of[batch] == 1) == pytest.approx(0.75, abs=0.05)
+    assert np.all(tier_of[~batch] == 0)
+
+
+def _tier_of(pool: InferencePool, t: Trace, policy: Recording) -> NDArray[np.int64]:
+    from gpufleet.sim.engine import _Run
+
+    run = _Run(pool, models_of(pool), t, SimConfig(preemption=Preemption(mean_up_seconds=0)), 30.0)
+    run.apply(policy.decision, 0.0, warm=True)
+    for k in range(run.n_intervals):
+        run.run_interval(k)
+    return run.recorder.tier_of
+
+
+def test_without_a_ready_replica_requests_are_dropped() -> None:
+    pool = mixed_pool()
+    t = trace([1.0, 2.0, 3.0], classes=[1, 1, 1])
+    policy = Recording(
+        {"h100": 0, "rtx4090": 0}, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    )
+    result = simulate(pool, t, policy, SimConfig())
+    assert result.fate.tolist() == [Fate.DROPPED] * 3
+
+
+def test_a_busy_tier_hands_requests_to_the_class_s_other_tier() -> None:
+    pool = mixed_pool()
+    t = trace([1.0, 2.0], classes=[1, 1])
+    policy = Recording(
+        {"h100": 1, "rtx4090": 0}, {"realtime": {"h100": 100}, "batch": {"h100": 1, "rtx4090": 99}}
+    )
+    result = simulate(pool, t, policy, SimConfig())
+    assert result.fate.tolist() == [Fate.COMPLETED] * 2
+
+
+def test_a_policy_sees_only_the_interval_that_ended() -> None:
+    pool = mixed_pool()
+    # 30 batch requests in the first interval, none in the second, 90 in the third.
+    arrivals = np.concatenate([np.linspace(0.5, 29, 30), np.linspace(60.5, 89, 90)])
+    t = trace(arrivals, prompt=100, output=20, classes=[1] * 120)
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    simulate(pool, t, policy, SimConfig())
+    demand = [s.observation.demand["batch"] for s in policy.seen]
+    assert [d.tokens_per_second if d else None for d in demand] == pytest.approx([120.0, 0.0])
+    assert [s.observation.now - t.start for s in policy.seen] == [
+        timedelta(seconds=30),
+        timedelta(seconds=60),
+    ]
+    rtx = policy.seen[0].observation.tiers["rtx4090"]
+    assert rtx.ready_replicas == 2
+    assert rtx.requests_per_second == pytest.approx(1.0)
+    assert rtx.ttft_p99_seconds is not None
+
+
+def test_cold_start_delays_service_and_is_paid_for() -> None:
+    pool = mixed_pool()
+    t = trace(np.arange(0.5, 240.0, 1.0), prompt=300, output=50, classes=[1] * 240)
+
+    class ScaleUp(Recording):
+        def decide(self, seen):  # type: ignore[no-untyped-def]
+            self.seen.append(seen)
+            return type(self.decision)(
+                replicas={"h100": 1, "rtx4090": 1},
+                weights={"realtime": {"h100": 100}, "batch": {"rtx4090": 100}},
+            )
+
+    policy = ScaleUp(
+        {"h100": 1, "rtx4090": 0}, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    )
+    result = simulate(pool, t, policy, SimConfig(preemption=Preemption(mean_up_seconds=0)))
+    # The 4090 is asked for at t=30 and Ready at t=106: batch before then has nowhere to go.
+    dropped = t.arrival_seconds[result.fate == Fate.DROPPED]
+    assert dropped.min() < 1.0
+    assert dropped.max() == pytest.approx(105.5)
+    assert result.tiers["rtx4090"].replica_seconds == pytest.approx(240.0 - 30.0)
+
+
+@pytest.mark.timeout(30)
+def test_gpufleet_runs_the_planner_and_carries_its_status() -> None:
+    pool = mixed_pool()
+    t = _trace(seconds=300.0)
+    (policy,) = make_policies(["gpufleet"], pool, models_of(pool), t, 30.0, plan)
+    assert isinstance(policy, GpufleetPolicy)
+    result = simulate(pool, t, policy, SimConfig())
+    assert result.decisions == len(policy.plans) - 1  # warm start: two passes, one decision
+    assert [tier.name for tier in policy.status.tiers] == ["h100", "rtx4090"]
+    assert policy.status.last_decision is not None
+    assert np.mean(result.fate == Fate.COMPLETED) > 0.95

@@ -1,0 +1,128 @@
+"""A tier's replicas: cold starts, lost nodes, scale down, and what they cost."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpufleet.sim.engine import models_of
+from gpufleet.sim.fleet import Preemption, TierFleet, slot_events
+from gpufleet.sim.metrics import Fate, Recorder
+from gpufleet.sim.replica import engine_params
+from tests.unit.sim.factories import mixed_pool, trace
+
+pytestmark = pytest.mark.timeout(2)
+
+
+def _fleet(tier: str = "rtx4090", requests: int = 10) -> tuple[TierFleet, Recorder]:
+    pool = mixed_pool()
+    spec_tier = next(t for t in pool.spec.tiers if t.name == tier)
+    model = models_of(pool)[tier]
+    recorder = Recorder(trace(np.arange(requests, dtype=float), prompt=500, output=100), 2)
+    fleet = TierFleet(
+        index=1,
+        tier=spec_tier,
+        model=model,
+        params=engine_params(model),
+        recorder=recorder,
+        prompt=recorder.prompt,
+        output=recorder.output,
+    )
+    return fleet, recorder
+
+
+def test_a_new_replica_is_ready_only_after_loading_the_model() -> None:
+    fleet, _ = _fleet()
+    load = fleet.model.model_load_seconds
+    assert load == pytest.approx(60 + 2 * 8)  # 8B fp16 weights at 1 GB/s, plus 60 s
+    fleet.scale(2, 100.0)
+    assert fleet.ready(100.0 + load - 1) == []
+    assert fleet.starting(100.0 + load - 1) == 2
+    assert len(fleet.ready(100.0 + load)) == 2
+    assert fleet.totals.cold_starts == 2
+
+
+def test_a_replica_costs_from_its_start_not_from_ready() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(1, 0.0)
+    assert fleet.replica_seconds(50.0) == pytest.approx(50.0)  # still loading, still paid
+    fleet.finish(3600.0)
+    assert fleet.totals.replica_seconds == pytest.approx(3600.0)
+    assert fleet.price_per_replica_hour == pytest.approx(0.25)
+
+
+def test_warm_replicas_are_ready_at_once() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(3, 0.0, instant=True)
+    assert len(fleet.ready(0.0)) == 3
+    assert fleet.totals.cold_starts == 0
+
+
+def test_scale_is_capped_at_max_replicas() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(100, 0.0)
+    assert fleet.desired == fleet.tier.max_replicas == 16
+
+
+def test_scale_down_drops_starting_replicas_before_ready_ones() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(2, 0.0, instant=True)
+    fleet.scale(3, 10.0)  # one loading
+    fleet.scale(2, 20.0)
+    assert fleet.starting(20.0) == 0
+    assert len(fleet.ready(20.0)) == 2
+    # The loading one is gone at once: paid for 10 s only.
+    fleet.finish(20.0)
+    assert fleet.totals.replica_seconds == pytest.approx(2 * 20.0 + 10.0)
+
+
+def test_a_removed_ready_replica_finishes_its_requests_first() -> None:
+    fleet, recorder = _fleet()
+    fleet.scale(1, 0.0, instant=True)
+    replica = fleet.replicas[0]
+    replica.engine.enqueue(0, 0.0)
+    fleet.scale(0, 0.1)
+    assert fleet.draining == [replica]
+    fleet.advance(100.0)
+    assert fleet.draining == []
+    assert recorder.fate[0] == Fate.COMPLETED
+    assert 0.1 < fleet.totals.replica_seconds < 100.0
+
+
+def test_a_lost_node_kills_its_replica_which_restarts_cold_elsewhere() -> None:
+    fleet, recorder = _fleet()
+    fleet.scale(1, 0.0, instant=True)
+    replica = fleet.replicas[0]
+    replica.engine.enqueue(0, 0.0)  # decoding by t=1
+    replica.engine.enqueue(1, 0.99)
+    reroute = fleet.slot_down(replica.slot, 1.0)
+    assert recorder.fate[0] == Fate.CUT
+    assert reroute == [1]
+    assert fleet.totals.preempted == 1
+    assert fleet.desired == 1
+    assert fleet.ready(1.0) == []  # the replacement loads the model again
+    assert fleet.totals.cold_starts == 1
+
+
+def test_without_a_node_left_the_replica_is_unschedulable_until_one_comes_back() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(1, 0.0, instant=True)
+    for slot in range(1, fleet.tier.max_replicas):
+        fleet.slot_down(slot, 0.5)
+    fleet.slot_down(0, 1.0)
+    assert fleet.pending == 1
+    assert fleet.replicas == []
+    fleet.slot_up(3, 600.0)
+    assert fleet.pending == 0
+    assert fleet.starting(600.0) == 1
+
+
+def test_node_loss_is_seeded_and_follows_the_mean_uptime() -> None:
+    preemption = Preemption(mean_up_seconds=3600.0, mean_down_seconds=600.0)
+    a = slot_events(16, 36000.0, preemption, np.random.default_rng(1))
+    b = slot_events(16, 36000.0, preemption, np.random.default_rng(1))
+    assert a == b
+    downs = [e for e in a if not e[2]]
+    # 16 nodes over 10 hours, up an hour then down 10 minutes: about 137 losses.
+    assert 100 < len(downs) < 180
+    assert slot_events(16, 36000.0, Preemption(mean_up_seconds=0), np.random.default_rng(1)) == []

@@ -1,0 +1,57 @@
+"""The simulated Prometheus: histogram quantiles and intervals that only see the past."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.sim.metrics import Fate, Recorder, histogram_quantile
+from tests.unit.sim.factories import trace
+
+pytestmark = pytest.mark.timeout(2)
+
+
+def test_histogram_quantile_interpolates_inside_a_bucket_like_prometheus() -> None:
+    # 100 samples: 98 in (0.06, 0.08], 2 in (0.25, 0.5]: rank 99 is the first of the two,
+    # half way into the (0.25, 0.5] bucket.
+    samples = [0.07] * 98 + [0.3, 0.3]
+    assert histogram_quantile(0.99, samples) == pytest.approx(0.375)
+    # Prometheus does not know the samples sit at 0.07: it interpolates in (0.06, 0.08].
+    assert histogram_quantile(0.5, samples) == pytest.approx(0.06 + 0.02 * 50 / 98)
+
+
+def test_histogram_quantile_of_nothing_is_none_and_of_inf_the_last_bound() -> None:
+    assert histogram_quantile(0.99, []) is None
+    assert histogram_quantile(0.99, [float("inf")] * 3) == 2560.0
+
+
+def test_an_interval_reports_only_events_before_its_end() -> None:
+    recorder = Recorder(trace([0.0, 1.0, 2.0], prompt=[100, 200, 300], output=[10, 20, 30]), 2)
+    for request in range(3):
+        recorder.routed(request, request % 2)
+    recorder.first_token(0, 0.5)
+    recorder.first_token(1, 1.5)
+    recorder.completed(0, 5.0)
+    recorder.first_token(2, 31.0)  # after the interval's end: not seen yet
+    first = recorder.interval(0.0, 30.0)
+    assert first.tiers[0].ttft_samples == [0.5]
+    assert first.tiers[0].prompt_tokens == 100
+    assert first.tiers[0].generation_tokens == 10
+    assert first.tiers[0].completed == 1
+    assert first.tiers[1].ttft_samples == [0.5]
+    assert first.class_ttft_samples[1] == [0.5, 0.5]
+    second = recorder.interval(30.0, 60.0)
+    assert second.tiers[0].ttft_samples == [29.0]
+    assert second.tiers[1].ttft_samples == []
+
+
+def test_fates_are_kept_per_request() -> None:
+    recorder = Recorder(trace([0.0, 1.0, 2.0]), 1)
+    recorder.routed(0, 0)
+    recorder.first_token(0, 0.1)
+    recorder.completed(0, 0.5)
+    recorder.dropped(1)
+    recorder.routed(2, 0)
+    recorder.first_token(2, 2.1)
+    recorder.cut(2)
+    assert recorder.fate.tolist() == [Fate.COMPLETED, Fate.DROPPED, Fate.CUT]
+    assert recorder.ttft[1] == float("inf")

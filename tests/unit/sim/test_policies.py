@@ -1,0 +1,154 @@
+"""Baselines and the oracle: what each decides from what it sees."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from gpufleet.api.status import ClassStatus, InferencePoolStatus, TierWeight
+from gpufleet.planning.model import MetricsState, Observation, TierObservation
+from gpufleet.planning.planner import plan
+from gpufleet.sim.engine import models_of
+from gpufleet.sim.policies import (
+    ClassLoad,
+    OraclePolicy,
+    Seen,
+    UtilizationPolicy,
+    class_loads,
+    fixed_weights,
+    largest_remainder,
+    make_policies,
+    operator_view,
+)
+from tests.unit.sim.factories import mixed_pool, renamed_pool, trace
+
+pytestmark = pytest.mark.timeout(5)
+
+AZURE_SHAPE = ClassLoad(rate_rps=2.0, prompt_tokens=1155, output_tokens=211)
+NOW = datetime(2023, 11, 16, tzinfo=UTC)
+
+
+def _seen(time: float, ready: dict[str, int], busy: dict[str, float]) -> Seen:
+    observation = Observation(
+        now=NOW,
+        tiers={n: TierObservation(name=n, ready_replicas=r) for n, r in ready.items()},
+        metrics=MetricsState.AVAILABLE,
+    )
+    return Seen(time=time, observation=observation, busy_replicas=busy)
+
+
+def _hpa() -> UtilizationPolicy:
+    spec = mixed_pool().spec
+    tier = spec.tiers[1]
+    return UtilizationPolicy(
+        name="utilization",
+        description="",
+        spec=spec,
+        tiers=[tier],
+        weights={"realtime": {"rtx4090": 100}, "batch": {"rtx4090": 100}},
+        initial={"rtx4090": 4},
+    )
+
+
+def test_the_hpa_scales_up_at_once_and_down_after_five_minutes() -> None:
+    hpa = _hpa()
+    assert hpa.warm(_seen(0, {}, {})).replicas["rtx4090"] == 4
+    # 4 Ready, 4.2 busy: 105% of a 70% target -> ceil(4.2 / 0.7) = 6 at once.
+    assert hpa.decide(_seen(30, {"rtx4090": 4}, {"rtx4090": 4.2})).replicas["rtx4090"] == 6
+    quiet = {"rtx4090": 1.0}
+    decided = [
+        hpa.decide(_seen(t, {"rtx4090": 6}, quiet)).replicas["rtx4090"] for t in range(60, 391, 30)
+    ]
+    assert decided[:9] == [6] * 9  # the 6 of t=30 is in the 5-minute window until t=330
+    assert decided[-1] == 2
+
+
+def test_the_hpa_holds_within_its_tolerance() -> None:
+    hpa = _hpa()
+    hpa.warm(_seen(0, {}, {}))
+    # 4 Ready at 74% each: within 10% of 70%.
+    assert hpa.decide(_seen(30, {"rtx4090": 4}, {"rtx4090": 2.96})).replicas["rtx4090"] == 4
+
+
+def test_each_class_goes_where_its_requests_are_cheapest_within_its_objective() -> None:
+    pool = mixed_pool()
+    models = models_of(pool)
+    loads = {"realtime": AZURE_SHAPE, "batch": AZURE_SHAPE}
+    weights = fixed_weights(pool.spec, pool.spec.tiers, models, loads)
+    # A 1155-token prompt takes ~280 ms to prefill on a 4090: only the H100 holds 100 ms.
+    assert weights == {
+        "realtime": {"h100": 100, "rtx4090": 0},
+        "batch": {"h100": 0, "rtx4090": 100},
+    }
+
+
+def test_single_tier_baselines_find_tiers_by_accelerator_not_name() -> None:
+    pool = renamed_pool()
+    t = trace(np.arange(100.0), classes=[0, 1] * 50)
+    policies = make_policies(["h100-only", "rtx4090-only"], pool, models_of(pool), t, 30.0, None)
+    assert [p.warm(_seen(0, {}, {})).weights["batch"] for p in policies] == [
+        {"fast": 100, "cheap": 0},
+        {"fast": 0, "cheap": 100},
+    ]
+
+
+def test_the_oracle_plans_on_the_next_interval() -> None:
+    pool = mixed_pool()
+    quiet_then_busy = np.concatenate([np.linspace(0, 29, 10), np.linspace(30, 59.9, 600)])
+    t = trace(quiet_then_busy, prompt=200, output=200, classes=[1] * 610)
+    oracle = OraclePolicy(pool.spec, models_of(pool), t, 30.0)
+    first = oracle.decide(_seen(0.0, {}, {}))
+    second = oracle.decide(_seen(30.0, {}, {}))
+    assert second.instant
+    assert sum(second.replicas.values()) > sum(first.replicas.values())
+    assert class_loads(t, 30.0, 60.0)["batch"].rate_rps == pytest.approx(20.0)
+
+
+def test_largest_remainder_sums_to_100() -> None:
+    assert largest_remainder({"a": 1, "b": 1, "c": 1}) == {"a": 34, "b": 33, "c": 33}
+    assert largest_remainder({"a": 0.0, "b": 0.0}) == {"a": 0, "b": 0}
+
+
+def test_the_operator_view_infers_class_demand_from_tiers_and_weights() -> None:
+    pool = mixed_pool()
+    tiers = {
+        "h100": TierObservation(
+            name="h100",
+            prompt_tokens_per_second=100.0,
+            generation_tokens_per_second=100.0,
+            ttft_p99_seconds=0.09,
+        ),
+        "rtx4090": TierObservation(
+            name="rtx4090",
+            prompt_tokens_per_second=300.0,
+            generation_tokens_per_second=300.0,
+            ttft_p99_seconds=1.5,
+        ),
+    }
+    truth = Observation(now=NOW, tiers=tiers, metrics=MetricsState.AVAILABLE, demand={})
+    status = InferencePoolStatus(
+        classes=[
+            ClassStatus(name="realtime", weights=[TierWeight(tier="h100", weight=100)]),
+            ClassStatus(
+                name="batch",
+                weights=[TierWeight(tier="h100", weight=0), TierWeight(tier="rtx4090", weight=100)],
+            ),
+        ]
+    )
+    seen = operator_view(truth, pool, status)
+    realtime, batch = seen.demand["realtime"], seen.demand["batch"]
+    assert realtime is not None and batch is not None
+    assert realtime.tokens_per_second == pytest.approx(200.0)
+    assert batch.tokens_per_second == pytest.approx(600.0)
+    assert seen.class_ttft_p99_seconds == {"realtime": 0.09, "batch": 1.5}
+
+
+def test_the_gpufleet_policy_is_the_real_planner() -> None:
+    pool = mixed_pool()
+    t = trace(np.arange(100.0), classes=[0, 1] * 50)
+    (policy,) = make_policies(["gpufleet"], pool, models_of(pool), t, 30.0, plan)
+    with pytest.raises(ValueError, match="planner"):
+        make_policies(["gpufleet"], pool, models_of(pool), t, 30.0, None)
+    assert policy.name == "gpufleet"

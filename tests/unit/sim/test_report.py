@@ -1,0 +1,91 @@
+"""What a run comes to: attainment, $/Mtok, energy, and the bar's PASS/MISS lines."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from gpufleet.sim.engine import RunResult, Timeline
+from gpufleet.sim.fleet import TierTotals
+from gpufleet.sim.metrics import Fate
+from gpufleet.sim.report import bar, markdown, summarize, to_json
+from tests.unit.sim.factories import mixed_pool
+
+pytestmark = pytest.mark.timeout(2)
+
+
+def _result(
+    policy: str, ttft: Sequence[float], fate: Sequence[int], hours: float = 1.0
+) -> RunResult:
+    n = len(ttft)
+    return RunResult(
+        policy=policy,
+        description="",
+        classes=("realtime", "batch"),
+        class_of=np.array([0] * (n // 2) + [1] * (n - n // 2)),
+        ttft=np.array(ttft),
+        fate=np.array(fate),
+        prompt_tokens=np.full(n, 900),
+        output_tokens=np.full(n, 100),
+        tiers={"h100": TierTotals(replica_seconds=hours * 3600), "rtx4090": TierTotals()},
+        price_per_replica_hour={"h100": 2.0, "rtx4090": 0.25},
+        watts={"h100": 350.0, "rtx4090": 450.0},
+        duration_seconds=3600.0,
+        timeline=Timeline(),
+        wall_seconds=0.0,
+        decisions=1,
+    )
+
+
+def test_dropped_and_cut_requests_are_misses_and_serve_no_tokens() -> None:
+    ok = Fate.COMPLETED
+    result = _result(
+        "gpufleet",
+        [0.05, 0.05, np.inf, 0.05, 1.0, 1.0, 1.0, 3.0],
+        [ok, ok, Fate.DROPPED, Fate.CUT, ok, ok, ok, ok],
+    )
+    s = summarize(result, mixed_pool().spec)
+    assert s.classes["realtime"].attainment == pytest.approx(0.5)  # one dropped, one cut
+    assert s.classes["batch"].attainment == pytest.approx(0.75)  # 3 s > 2 s
+    assert s.tokens_served == 6 * 1000
+    assert s.cost_dollars == pytest.approx(2.0)
+    assert s.cost_per_million_tokens == pytest.approx(2.0 / 6000 * 1e6)
+    assert s.energy_kwh == pytest.approx(0.35)
+    assert s.carbon_grams_per_million_tokens == pytest.approx(0.35 / 6000 * 1e6 * 400)
+    assert s.replica_hours == {"h100": 1.0, "rtx4090": 0.0}
+
+
+def test_the_bar_says_pass_or_miss_per_criterion() -> None:
+    spec = mixed_pool().spec
+    ok = [Fate.COMPLETED] * 200
+    fast = [0.05] * 100 + [1.0] * 100
+    ours = summarize(_result("gpufleet", fast, ok, hours=1.1), spec)
+    oracle = summarize(_result("oracle", fast, ok, hours=1.0), spec)
+    lines = bar([ours, oracle])
+    assert [(c.verdict, c.name) for c in lines] == [
+        ("PASS", "gpufleet SLO attainment of realtime >= 99%"),
+        ("PASS", "gpufleet SLO attainment of batch >= 99%"),
+        ("PASS", "gpufleet $/Mtok <= 1.15x the oracle's"),
+    ]
+    slow = [0.05] * 98 + [0.5] * 2 + [1.0] * 100
+    pricey = summarize(_result("gpufleet", slow, ok, hours=1.2), spec)
+    verdicts = [c.verdict for c in bar([pricey, oracle])]
+    assert verdicts == ["MISS", "PASS", "MISS"]
+    assert "1.20x" in bar([pricey, oracle])[2].detail
+
+
+def test_the_table_puts_every_policy_side_by_side_with_its_ratio() -> None:
+    spec = mixed_pool().spec
+    ok = [Fate.COMPLETED] * 4
+    summaries = [
+        summarize(_result("gpufleet", [0.05, 0.05, 1.0, 1.0], ok, hours=1.0), spec),
+        summarize(_result("h100-only", [0.05, 0.05, 1.0, 1.0], ok, hours=3.0), spec),
+    ]
+    text = markdown(summaries, bar(summaries))
+    assert "| policy | gpufleet | h100-only |" in text
+    assert "| $/Mtok / gpufleet's | 1.00x | 3.00x |" in text
+    document = to_json(summaries, {"seed": 0}, bar(summaries))
+    assert document["policies"]["h100-only"]["costRatioToGpufleet"] == pytest.approx(3.0)
+    assert document["seed"] == 0
