@@ -1,0 +1,350 @@
+"""`gpufleet simulate`: replay a request trace against the pool's fleet, policy by policy.
+
+    gpufleet simulate -f pool.yaml --trace trace.csv [--policy all|name,...] [--seed N]
+        [--speedup X] [--realtime-fraction 0.3] [--duration S] [--plot out.png]
+        [--output table|json]
+
+`--trace` takes an Azure LLM trace CSV or `synthetic:KIND` (constant, diurnal, bursts,
+flash-crowd) with `--rate`. Exit status: 0, or 2 for an invalid pool, trace or option.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "simulate",
+        help="replay a request trace against the fleet: gpufleet vs baselines",
+        description="Replay a request trace against a model of the pool's fleet (the same "
+        "profiles the planner uses; cold starts, preemptions) under the real planner and "
+        "baseline policies, side by side on the same trace and seed.",
+    )
+    parser.add_argument("-f", "--filename", type=Path, required=True, help="InferencePool YAML")
+    parser.add_argument(
+        "--trace",
+        required=True,
+        help="Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or synthetic:KIND "
+        "with KIND one of constant, diurnal, bursts, flash-crowd",
+    )
+    parser.add_argument(
+        "--policy",
+        default="all",
+        help="all, or a comma-separated list of gpufleet, h100-only, rtx4090-only, "
+        "static-split, utilization, oracle (default: all)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (0)")
+    parser.add_argument(
+        "--speedup", type=float, default=1.0, help="replay X times faster than recorded (1)"
+    )
+    parser.add_argument(
+        "--duration", type=float, default=None, help="seconds of (sped-up) trace to replay"
+    )
+    parser.add_argument(
+        "--realtime-fraction",
+        type=float,
+        default=None,
+        help="share of requests in the class named realtime (default 0.3 when the pool has "
+        "one); the default class takes the rest",
+    )
+    parser.add_argument(
+        "--class-fraction",
+        action="append",
+        default=[],
+        metavar="CLASS=F",
+        help="share of requests in CLASS (repeatable); the default class takes the rest",
+    )
+    parser.add_argument(
+        "--assign",
+        choices=("fraction", "size"),
+        default="fraction",
+        help="classes by seeded draw (fraction) or shortest prompts to the highest priority "
+        "class (size), same shares either way",
+    )
+    parser.add_argument(
+        "--class-shapes",
+        choices=("trace", "spec"),
+        default="trace",
+        help="trace: set each class's meanPromptTokens/meanOutputTokens to its mean in the "
+        "trace, as a user who measured their traffic would (default); spec: keep the file's",
+    )
+    parser.add_argument("--rate", type=float, default=5.0, help="synthetic: mean req/s (5)")
+    parser.add_argument(
+        "--prompt-tokens", type=float, default=1000.0, help="synthetic: mean prompt (1000)"
+    )
+    parser.add_argument(
+        "--output-tokens", type=float, default=200.0, help="synthetic: mean output (200)"
+    )
+    parser.add_argument(
+        "--preemption-mean-hours",
+        type=float,
+        default=2.0,
+        help="mean time a preemptible tier's node stays up (2; 0 disables preemption)",
+    )
+    parser.add_argument(
+        "--preemption-outage-minutes",
+        type=float,
+        default=10.0,
+        help="mean time a preempted node stays away (10)",
+    )
+    parser.add_argument(
+        "--balance",
+        choices=("least-loaded", "round-robin"),
+        default="least-loaded",
+        help="how a tier spreads requests over its Ready replicas",
+    )
+    parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
+    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+    parser.set_defaults(func=main)
+
+
+class UsageError(ValueError):
+    """A bad file or option: the message says which."""
+
+
+def main(args: argparse.Namespace) -> int:
+    from gpufleet.api.parse import InvalidPool
+
+    try:
+        return _run(args)
+    except InvalidPool as invalid:
+        print(f"error: {args.filename}: {invalid}", file=sys.stderr)
+        return 2
+    except (UsageError, ValueError, OSError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _load_pool(path: Path) -> Any:
+    from gpufleet.api.parse import parse_pool
+
+    try:
+        body = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as error:
+        raise UsageError(f"{path}: not YAML: {error}") from None
+    if not isinstance(body, dict):
+        raise UsageError(f"{path}: not an InferencePool object")
+    return parse_pool(body)
+
+
+def _fractions(args: argparse.Namespace, class_names: Sequence[str]) -> dict[str, float]:
+    fractions: dict[str, float] = {}
+    for item in args.class_fraction:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise UsageError(f"--class-fraction {item}: expected CLASS=F")
+        try:
+            fractions[name] = float(value)
+        except ValueError:
+            raise UsageError(f"--class-fraction {item}: {value!r} is not a number") from None
+    if args.realtime_fraction is not None:
+        if "realtime" not in class_names:
+            raise UsageError("--realtime-fraction: the pool has no class named realtime")
+        fractions["realtime"] = args.realtime_fraction
+    elif not fractions and "realtime" in class_names:
+        fractions["realtime"] = 0.3
+    return fractions
+
+
+def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
+    from gpufleet.sim import traces
+
+    source: str = args.trace
+    if source.startswith("synthetic:"):
+        kind = source.removeprefix("synthetic:")
+        try:
+            shape = traces.Shape(kind)
+        except ValueError:
+            kinds = ", ".join(s.value for s in traces.Shape)
+            raise UsageError(
+                f"--trace {source}: unknown synthetic load; use one of {kinds}"
+            ) from None
+        trace = traces.synthetic(
+            shape,
+            mean_rps=args.rate,
+            duration_seconds=(args.duration or 3600.0) * args.speedup,
+            mean_prompt_tokens=args.prompt_tokens,
+            mean_output_tokens=args.output_tokens,
+            seed=args.seed,
+        )
+    else:
+        trace = traces.read_azure(Path(source))
+    trace = traces.cut(trace, speedup=args.speedup, duration_seconds=args.duration)
+    if len(trace) == 0:
+        raise UsageError(f"--trace {source}: no requests in the part replayed")
+    names = [c.name for c in pool.spec.traffic_classes]
+    return traces.assign_classes(
+        trace,
+        pool.spec,
+        _fractions(args, names),
+        by=traces.AssignBy(args.assign),
+        seed=args.seed,
+    )
+
+
+def _with_trace_shapes(pool: Any, trace: Any) -> tuple[Any, list[str]]:
+    """The pool with each class's mean lengths set from the trace; notes of what changed."""
+    classes = []
+    notes = []
+    for ci, c in enumerate(pool.spec.traffic_classes):
+        mask = trace.class_index == ci
+        if not mask.any():
+            classes.append(c)
+            continue
+        prompt = max(1, round(float(np.mean(trace.prompt_tokens[mask]))))
+        output = max(1, round(float(np.mean(trace.output_tokens[mask]))))
+        notes.append(
+            f"class {c.name}: meanPromptTokens {c.mean_prompt_tokens} -> {prompt}, "
+            f"meanOutputTokens {c.mean_output_tokens} -> {output} (the trace's means)"
+        )
+        classes.append(
+            c.model_copy(update={"mean_prompt_tokens": prompt, "mean_output_tokens": output})
+        )
+    spec = pool.spec.model_copy(update={"traffic_classes": classes})
+    return pool.model_copy(update={"spec": spec}), notes
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gpufleet.planning.profiles import ProfileNotFound
+    from gpufleet.sim import report
+    from gpufleet.sim.engine import Balance, SimConfig, models_of
+    from gpufleet.sim.fleet import Preemption
+    from gpufleet.sim.policies import POLICY_NAMES, make_policies
+
+    started = time.perf_counter()
+    pool = _load_pool(args.filename)
+    trace = _load_trace(args, pool)
+    notes: list[str] = []
+    if args.class_shapes == "trace":
+        pool, notes = _with_trace_shapes(pool, trace)
+    try:
+        models = models_of(pool)
+    except ProfileNotFound as missing:
+        raise UsageError(f"{args.filename}: {missing}") from None
+    names = (
+        list(POLICY_NAMES) if args.policy == "all" else [p.strip() for p in args.policy.split(",")]
+    )
+    unknown = [n for n in names if n not in POLICY_NAMES]
+    if unknown:
+        raise UsageError(f"--policy: unknown {', '.join(unknown)}; use {', '.join(POLICY_NAMES)}")
+    from gpufleet.planning.planner import plan
+
+    interval = float(pool.spec.scaling.interval_seconds)
+    policies = make_policies(names, pool, models, trace, interval, plan)
+    config = SimConfig(
+        seed=args.seed,
+        preemption=Preemption(
+            mean_up_seconds=args.preemption_mean_hours * 3600.0,
+            mean_down_seconds=args.preemption_outage_minutes * 60.0,
+        ),
+        balance=Balance(args.balance),
+    )
+    results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
+    summaries = [report.summarize(r, pool.spec) for r in results]
+    criteria = report.bar(summaries)
+    wall = time.perf_counter() - started
+    meta = _meta(args, pool, trace, notes, wall)
+    if args.plot is not None:
+        from gpufleet.sim.plot import plot
+
+        plot(results, pool.spec, args.plot)
+    if args.output == "json":
+        print(json.dumps(report.to_json(summaries, meta, criteria), indent=2))
+    else:
+        _print_table(summaries, criteria, meta)
+    return 0
+
+
+def _simulate_all(
+    policies: Sequence[Any], pool: Any, trace: Any, config: Any, models: Any, *, progress: bool
+) -> list[Any]:
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from gpufleet.sim.engine import simulate
+
+    interval = float(pool.spec.scaling.interval_seconds)
+    steps = max(1, int(np.ceil((trace.duration_seconds + 1e-9) / interval)))
+    results = []
+    with Progress(
+        TextColumn("[bold]{task.description:<14}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total} intervals"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        disable=not progress,
+        transient=False,
+    ) as bar:
+        for policy in policies:
+            task = bar.add_task(policy.name, total=steps)
+
+            def tick(task: Any = task) -> None:
+                bar.advance(task)
+
+            results.append(simulate(pool, trace, policy, config, models=models, on_interval=tick))
+    return results
+
+
+def _meta(
+    args: argparse.Namespace, pool: Any, trace: Any, notes: list[str], wall: float
+) -> dict[str, Any]:
+    shares = {
+        name: float(np.mean(trace.class_index == ci)) for ci, name in enumerate(trace.classes)
+    }
+    return {
+        "pool": str(args.filename),
+        "trace": trace.source,
+        "requests": len(trace),
+        "durationSeconds": trace.duration_seconds,
+        "classShares": shares,
+        "assign": args.assign,
+        "seed": args.seed,
+        "speedup": args.speedup,
+        "intervalSeconds": pool.spec.scaling.interval_seconds,
+        "preemption": {
+            "meanUpHours": args.preemption_mean_hours,
+            "meanOutageMinutes": args.preemption_outage_minutes,
+        },
+        "notes": notes,
+        "wallSeconds": wall,
+    }
+
+
+def _print_table(summaries: Sequence[Any], criteria: Sequence[Any], meta: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    from gpufleet.sim.report import table_rows
+
+    console = Console()
+    shares = ", ".join(f"{k} {v:.0%}" for k, v in meta["classShares"].items())
+    console.print(
+        f"{meta['trace']}: {meta['requests']} requests over {meta['durationSeconds']:.0f} s "
+        f"({shares}, by {meta['assign']}), seed {meta['seed']}, speedup {meta['speedup']:g}, "
+        f"decisions every {meta['intervalSeconds']} s"
+    )
+    for note in meta["notes"]:
+        console.print(f"  {note}")
+    header, rows = table_rows(summaries)
+    table = Table(*header, title="Policies side by side (same trace, same seed)")
+    table.columns[0].style = "bold"
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+    for s in summaries:
+        console.print(f"  {s.policy}: {s.description}")
+    for c in criteria:
+        style = "green" if c.passed else "red"
+        console.print(f"[{style}]{c.verdict}[/{style}] {c.name}: {c.detail}")
+    console.print(f"Simulated in {meta['wallSeconds']:.1f} s")

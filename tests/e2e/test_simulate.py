@@ -1,0 +1,98 @@
+"""`gpufleet simulate` end to end: a short synthetic trace through the CLI, JSON parsed."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.pools import BASE_EXAMPLE, pool
+
+pytestmark = pytest.mark.timeout(120)
+
+POLICIES = ["gpufleet", "h100-only", "rtx4090-only", "static-split", "utilization", "oracle"]
+
+
+def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "gpufleet.cli", "simulate", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+
+
+def test_a_short_synthetic_trace_compares_every_policy(tmp_path: Path) -> None:
+    plot = tmp_path / "sim.png"
+    done = _simulate(
+        "-f", str(BASE_EXAMPLE),
+        "--trace", "synthetic:flash-crowd",
+        "--duration", "900",
+        "--rate", "3",
+        "--seed", "7",
+        "--plot", str(plot),
+        "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert list(report["policies"]) == POLICIES
+    assert report["requests"] > 1000
+    assert report["classShares"]["realtime"] == pytest.approx(0.3, abs=0.05)
+    for name, policy in report["policies"].items():
+        assert policy["costDollars"] > 0, name
+        assert policy["tokensServed"] > 0, name
+        assert 0.0 <= policy["classes"]["batch"]["sloAttainment"] <= 1.0, name
+        assert policy["kwhPerMillionTokens"] > 0, name
+    ours = report["policies"]["gpufleet"]
+    assert ours["costRatioToGpufleet"] == pytest.approx(1.0)
+    # The oracle is the lower bound on cost of the policies that use the H100 for realtime.
+    oracle = report["policies"]["oracle"]["costPerMillionTokens"]
+    for name in ("gpufleet", "h100-only", "static-split", "utilization"):
+        assert oracle <= report["policies"][name]["costPerMillionTokens"] * 1.0001, name
+    # A 4090 cannot hold 100 ms for these prompts: its realtime attainment collapses.
+    assert report["policies"]["rtx4090-only"]["classes"]["realtime"]["sloAttainment"] < 0.5
+    assert [line["verdict"] in ("PASS", "MISS") for line in report["bar"]] == [True] * 3
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_same_seed_prints_the_same_numbers() -> None:
+    args = ("-f", str(BASE_EXAMPLE), "--trace", "synthetic:bursts", "--duration", "300")
+    runs = [_simulate(*args, "--policy", "utilization,oracle", "--output", "json") for _ in (1, 2)]
+    numbers = [json.loads(r.stdout)["policies"] for r in runs]
+    for policy in numbers:
+        for entry in policy.values():
+            entry.pop("wallSeconds")
+    assert numbers[0] == numbers[1]
+
+
+def test_the_table_names_each_criterion_pass_or_miss() -> None:
+    done = _simulate(
+        "-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", "--duration", "300",
+        "--policy", "gpufleet,oracle", "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "$/Mtok" in done.stdout
+    assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3
+
+
+def test_an_invalid_pool_names_the_field_and_exits_2(tmp_path: Path) -> None:
+    body = pool()
+    body["spec"]["tiers"][0]["minReplicas"] = 9
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(body))
+    done = _simulate("-f", str(path), "--trace", "synthetic:constant", "--duration", "60")
+    assert done.returncode == 2
+    assert "spec.tiers[0]" in done.stderr
+    assert "minReplicas" in done.stderr
+
+
+def test_an_unknown_policy_exits_2() -> None:
+    done = _simulate(
+        "-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", "--policy", "gpufleet,magic"
+    )
+    assert done.returncode == 2
+    assert "magic" in done.stderr
