@@ -15,6 +15,7 @@ import json
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -215,7 +216,19 @@ def _with_trace_shapes(pool: Any, trace: Any) -> tuple[Any, list[str]]:
     return pool.model_copy(update={"spec": spec}), notes
 
 
-def _run(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class Outcome:
+    """A finished `gpufleet simulate`: what it prints, for the command and the benchmark."""
+
+    results: list[Any]  # RunResult per policy, in the order asked
+    summaries: list[Any]  # report.Summary per policy
+    criteria: list[Any]  # report.Criterion per line of the bar
+    meta: dict[str, Any]
+    spec: Any  # the InferencePoolSpec simulated (class lengths from the trace by default)
+
+
+def run(args: argparse.Namespace) -> Outcome:
+    """Parse, simulate every policy asked for and summarize; UsageError/InvalidPool on bad input."""
     from gpufleet.planning.profiles import ProfileNotFound
     from gpufleet.sim import report
     from gpufleet.sim.engine import Balance, SimConfig, models_of
@@ -253,16 +266,25 @@ def _run(args: argparse.Namespace) -> int:
     results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
     summaries = [report.summarize(r, pool.spec) for r in results]
     criteria = report.bar(summaries)
-    wall = time.perf_counter() - started
-    meta = _meta(args, pool, trace, notes, wall)
+    meta = _meta(args, pool, trace, notes, time.perf_counter() - started)
+    meta["attainmentCeiling"] = report.attainment_bound(pool.spec, models, trace)
+    return Outcome(results, summaries, criteria, meta, pool.spec)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from gpufleet.sim import report
+
+    outcome = run(args)
     if args.plot is not None:
         from gpufleet.sim.plot import plot
 
-        plot(results, pool.spec, args.plot)
+        plot(outcome.results, outcome.spec, args.plot)
     if args.output == "json":
-        print(json.dumps(report.to_json(summaries, meta, criteria), indent=2))
+        print(
+            json.dumps(report.to_json(outcome.summaries, outcome.meta, outcome.criteria), indent=2)
+        )
     else:
-        _print_table(summaries, criteria, meta)
+        print_table(outcome)
     return 0
 
 
@@ -321,13 +343,15 @@ def _meta(
     }
 
 
-def _print_table(summaries: Sequence[Any], criteria: Sequence[Any], meta: dict[str, Any]) -> None:
+def print_table(outcome: Outcome) -> None:
     from rich.console import Console
     from rich.table import Table
 
     from gpufleet.sim.report import table_rows
 
-    console = Console()
+    summaries, criteria, meta = outcome.summaries, outcome.criteria, outcome.meta
+    # Piped output (make bench-sim, CI logs) keeps the table on one line per row.
+    console = Console(width=None if sys.stdout.isatty() else 140)
     shares = ", ".join(f"{k} {v:.0%}" for k, v in meta["classShares"].items())
     console.print(
         f"{meta['trace']}: {meta['requests']} requests over {meta['durationSeconds']:.0f} s "
@@ -336,6 +360,11 @@ def _print_table(summaries: Sequence[Any], criteria: Sequence[Any], meta: dict[s
     )
     for note in meta["notes"]:
         console.print(f"  {note}")
+    ceiling = ", ".join(f"{k} {v:.2%}" for k, v in meta.get("attainmentCeiling", {}).items())
+    console.print(
+        f"  Ceiling on SLO attainment from prompt lengths alone (zero-load TTFT on the "
+        f"fastest tier within the objective): {ceiling}"
+    )
     header, rows = table_rows(summaries)
     table = Table(*header, title="Policies side by side (same trace, same seed)")
     table.columns[0].style = "bold"

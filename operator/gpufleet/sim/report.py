@@ -17,9 +17,11 @@ from typing import Any
 import numpy as np
 
 from gpufleet.api.types import InferencePoolSpec
+from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
 from gpufleet.sim.engine import RunResult
 from gpufleet.sim.metrics import Fate
+from gpufleet.sim.traces import Trace
 
 # The bar of issue 5.
 BAR_ATTAINMENT = 0.99
@@ -264,3 +266,30 @@ def markdown(summaries: Sequence[Summary], criteria: Sequence[Criterion]) -> str
         lines.append("")
         lines += [f"- **{c.verdict}** {c.name}: {c.detail}" for c in criteria]
     return "\n".join(lines)
+
+
+def attainment_bound(
+    spec: InferencePoolSpec, models: Mapping[str, ReplicaModel], trace: Trace
+) -> dict[str, float]:
+    """Per class, the share of its requests any policy could serve within the objective.
+
+    A request whose prompt alone, on an idle replica of the fastest tier, takes longer than
+    its class's objective (the profile's zero-load TTFT for that prompt length) is a miss
+    whatever the fleet: this is the ceiling on SLO attainment the trace and profiles allow.
+    """
+    bounds = {}
+    for ci, name in enumerate(trace.classes):
+        objective = next(c for c in spec.traffic_classes if c.name == name)
+        prompts = trace.prompt_tokens[trace.class_index == ci].astype(np.float64)
+        if len(prompts) == 0:
+            continue
+        fastest = np.min(
+            [[m.ttft_base_seconds(float(p)) for p in np.unique(prompts)] for m in models.values()],
+            axis=0,
+        )
+        by_prompt = dict(zip(np.unique(prompts).tolist(), fastest.tolist(), strict=True))
+        within = [
+            by_prompt[p] <= objective.ttft_p99_milliseconds / 1000.0 for p in prompts.tolist()
+        ]
+        bounds[name] = float(np.mean(within))
+    return bounds

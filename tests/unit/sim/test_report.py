@@ -89,3 +89,16 @@ def test_the_table_puts_every_policy_side_by_side_with_its_ratio() -> None:
     document = to_json(summaries, {"seed": 0}, bar(summaries))
     assert document["policies"]["h100-only"]["costRatioToGpufleet"] == pytest.approx(3.0)
     assert document["seed"] == 0
+
+
+def test_the_attainment_ceiling_counts_prompts_too_long_for_the_objective() -> None:
+    from gpufleet.sim.engine import models_of
+    from gpufleet.sim.report import attainment_bound
+    from tests.unit.sim.factories import trace
+
+    pool = mixed_pool()
+    models = models_of(pool)
+    # On an idle H100 a 4000-token prompt takes ~230 ms, a 200-token one ~28 ms.
+    t = trace([0.0, 1.0, 2.0, 3.0], prompt=[200, 4000, 200, 4000], classes=[0, 0, 1, 1])
+    assert models["h100"].ttft_base_seconds(4000) > 0.1
+    assert attainment_bound(pool.spec, models, t) == {"realtime": 0.5, "batch": 1.0}
