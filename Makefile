@@ -58,3 +58,7 @@ image: ## Build the operator image (needs a Docker engine): make image IMAGE=reg
 	@command -v docker >/dev/null 2>&1 || { echo "make image: docker is not installed; install Docker (with BuildKit) to build $(IMAGE)." >&2; exit 1; }
 	@docker info >/dev/null 2>&1 || { echo "make image: no Docker engine is reachable (docker info failed), so $(IMAGE) cannot be built on this machine. Start dockerd or point DOCKER_HOST at an engine." >&2; exit 1; }
 	DOCKER_BUILDKIT=1 docker build --tag $(IMAGE) .
+
+.PHONY: bench-sim
+bench-sim: install ## Simulator: the Azure trace, gpufleet vs baselines and oracle; writes BENCHMARKS.md
+	$(PY) tools/bench_sim.py
