@@ -124,7 +124,7 @@ ClusterRole, or per watched namespace by a Role.
 {{- end }}
 
 {{/*
-Rules on cluster-scoped resources, read-only, needed whatever watchNamespaces says.
+Rules on cluster-scoped resources, read-only.
 */}}
 {{- define "gpufleet.clusterRules" -}}
 # Node pools: which GPU nodes exist and what they offer.
@@ -135,6 +135,13 @@ Rules on cluster-scoped resources, read-only, needed whatever watchNamespaces sa
 - apiGroups: ["apiextensions.k8s.io"]
   resources: ["customresourcedefinitions"]
   verbs: ["get", "list", "watch"]
+{{- if .Values.watchNamespaces }}
+# Kopf, confined to namespaces, lists and watches them (their names) to serve each watched
+# namespace once it exists; cluster-wide it does not.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["list", "watch"]
+{{- end }}
 {{- end }}
 
 {{/*

@@ -36,6 +36,8 @@ CLUSTER: Grants = {
     ("", "nodes"): READ,
     ("apiextensions.k8s.io", "customresourcedefinitions"): READ,
 }
+# Only with watchNamespaces: Kopf lists and watches namespaces when not cluster-wide.
+NAMESPACE_DISCOVERY: Grants = {("", "namespaces"): {"list", "watch"}}
 LEASE: Grants = {("coordination.k8s.io", "leases"): {"create", "get", "update", "patch"}}
 
 
@@ -64,7 +66,7 @@ def test_cluster_wide_by_default(helm: Helm, tmp_path: Path) -> None:
 
 def test_watch_namespaces_confines_pool_rights_to_roles(helm: Helm, tmp_path: Path) -> None:
     docs = render(helm, tmp_path, {"watchNamespaces": ["llm", "batch"]})
-    assert grants(find(docs, "ClusterRole")["rules"]) == CLUSTER
+    assert grants(find(docs, "ClusterRole")["rules"]) == CLUSTER | NAMESPACE_DISCOVERY
     pool_roles = [
         d for d in docs if d["kind"] == "Role" and not d["metadata"]["name"].endswith("election")
     ]
