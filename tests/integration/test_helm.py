@@ -1,0 +1,171 @@
+"""`helm install`, `helm upgrade` and `helm uninstall` of charts/gpufleet on a real apiserver.
+
+The chart's operator pods never really run here (kwok plays kubelets, and this plane has no
+nodes): the tests check the API objects a user would look at. Uninstalling with
+crds.keep=false deletes the CRD, so this module starts its own control plane rather than
+pulling the shared one's CRD away from other tests.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gpufleet.api.constants import CRD_NAME
+from gpufleet.dev.cluster import ControlPlane
+from tests.pools import ROOT
+from tests.unit.chart.helm import CHART, Helm, find_helm
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
+
+RELEASE = "gpufleet"
+NAMESPACE = "gpufleet-system"
+POOLS_NAMESPACE = "llm"
+EXAMPLE = ROOT / "examples" / "llama3-8b-mixed.yaml"
+
+
+def wait_until(what: str, check: Callable[[], bool], timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if check():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"{what}: not within {timeout_s:.0f}s")
+
+
+@pytest.fixture(scope="module")
+def own_plane() -> Iterator[ControlPlane]:
+    with ControlPlane() as cp:
+        yield cp
+
+
+@pytest.fixture(scope="module")
+def helm(own_plane: ControlPlane, tmp_path_factory: pytest.TempPathFactory) -> Helm:
+    return Helm(find_helm(), tmp_path_factory.mktemp("helm-home"), own_plane.kubeconfig)
+
+
+@pytest.fixture
+def pools_namespace(own_plane: ControlPlane) -> Iterator[str]:
+    own_plane.kubectl("create", "namespace", POOLS_NAMESPACE)
+    yield POOLS_NAMESPACE
+    own_plane.kubectl("delete", "namespace", POOLS_NAMESPACE, "--wait=false", check=False)
+    wait_until(
+        f"namespace {POOLS_NAMESPACE} deleted",
+        lambda: not exists(own_plane, "namespace", POOLS_NAMESPACE),
+        timeout_s=90,
+    )
+
+
+def get(plane: ControlPlane, *args: str) -> dict[str, Any]:
+    body: dict[str, Any] = json.loads(plane.kubectl("get", *args, "-o", "json").stdout)
+    return body
+
+
+def exists(plane: ControlPlane, *args: str) -> bool:
+    return plane.kubectl("get", *args, check=False).returncode == 0
+
+
+def install(helm: Helm, chart: Path = CHART, *sets: str, command: str = "install") -> None:
+    args = [command, RELEASE, str(chart), "--namespace", NAMESPACE]
+    if command == "install":
+        args.append("--create-namespace")
+    # No image runs on this plane; a fixed tag keeps the objects deterministic.
+    helm.run(*args, "--set", "image.tag=test", *(a for s in sets for a in ("--set", s)))
+
+
+def apply_example(plane: ControlPlane, namespace: str) -> None:
+    plane.kubectl("apply", "-n", namespace, "-f", str(EXAMPLE))
+
+
+def chart_with_extra_printer_column(tmp_path: Path) -> Path:
+    """A copy of the chart whose CRD shows one more column, as a new release's CRD would."""
+    chart = tmp_path / "gpufleet"
+    shutil.copytree(CHART, chart)
+    crd = chart / "templates" / "crd.yaml"
+    text = crd.read_text()
+    anchor = "    additionalPrinterColumns:\n"
+    assert text.count(anchor) == 1
+    column = (
+        "    - name: Model\n"
+        "      type: string\n"
+        "      jsonPath: .spec.model.servedModelName\n"
+        "      description: The name clients put in the request's model field.\n"
+    )
+    crd.write_text(text.replace(anchor, anchor + column))
+    return chart
+
+
+def printer_columns(plane: ControlPlane) -> list[str]:
+    version = get(plane, "crd", CRD_NAME)["spec"]["versions"][0]
+    return [c["name"] for c in version["additionalPrinterColumns"]]
+
+
+def test_install_upgrade_and_uninstall_keeping_the_pools(
+    own_plane: ControlPlane, helm: Helm, pools_namespace: str, tmp_path: Path
+) -> None:
+    install(helm)
+
+    crd = get(own_plane, "crd", CRD_NAME)
+    assert crd["metadata"]["annotations"]["helm.sh/resource-policy"] == "keep"
+    own_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
+    deployment = get(own_plane, "deployment", RELEASE, "-n", NAMESPACE)
+    assert deployment["spec"]["replicas"] == 2
+    assert deployment["spec"]["template"]["spec"]["serviceAccountName"] == RELEASE
+    for kind, name in [
+        ("serviceaccount", RELEASE),
+        ("service", f"{RELEASE}-metrics"),
+        ("role", f"{RELEASE}-leader-election"),
+        ("rolebinding", f"{RELEASE}-leader-election"),
+    ]:
+        assert exists(own_plane, kind, name, "-n", NAMESPACE), f"{kind}/{name} missing"
+    for kind in ("clusterrole", "clusterrolebinding"):
+        assert exists(own_plane, kind, RELEASE), f"{kind}/{RELEASE} missing"
+    status = json.loads(helm.run("status", RELEASE, "-n", NAMESPACE, "-o", "json").stdout)
+    assert status["info"]["status"] == "deployed"
+    assert "kubectl get gpool -A" in status["info"]["notes"]
+
+    apply_example(own_plane, pools_namespace)
+    listing = own_plane.kubectl("get", "gpool", "-A").stdout
+    assert "llama3-8b" in listing
+    assert "MODEL" not in listing.splitlines()[0]
+
+    # A release with a changed CRD: `helm upgrade` applies it (a chart's crds/ would not).
+    install(helm, chart_with_extra_printer_column(tmp_path), command="upgrade")
+    assert "Model" in printer_columns(own_plane)
+    wait_until(
+        "kubectl get gpool shows the new column",
+        lambda: "MODEL" in own_plane.kubectl("get", "gpool", "-n", pools_namespace).stdout,
+    )
+    assert "llama3-8b" in own_plane.kubectl("get", "gpool", "-n", pools_namespace).stdout
+
+    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+    assert not exists(own_plane, "deployment", RELEASE, "-n", NAMESPACE)
+    assert not exists(own_plane, "clusterrole", RELEASE)
+    assert exists(own_plane, "crd", CRD_NAME), "crds.keep=true must leave the CRD"
+    pool = get(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
+    assert pool["spec"]["model"]["servedModelName"] == "llama3-8b"
+
+
+def test_uninstall_without_keep_removes_the_crd_and_the_pools(
+    own_plane: ControlPlane, helm: Helm, pools_namespace: str
+) -> None:
+    # Adopts a CRD an earlier release of the same name kept, or installs it afresh.
+    install(helm, CHART, "crds.keep=false")
+    crd = get(own_plane, "crd", CRD_NAME)
+    assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
+    own_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
+    apply_example(own_plane, pools_namespace)
+    assert exists(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
+
+    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+    wait_until("the CRD is deleted", lambda: not exists(own_plane, "crd", CRD_NAME), 90)
+    assert not exists(own_plane, "deployment", RELEASE, "-n", NAMESPACE)
+    result = own_plane.kubectl("get", "inferencepools.gpufleet.dev", "-A", check=False)
+    assert result.returncode != 0
+    assert "the server doesn't have a resource type" in result.stderr
