@@ -104,6 +104,13 @@ def register(subparsers: Any) -> None:
         default="least-loaded",
         help="how a tier spreads requests over its Ready replicas",
     )
+    parser.add_argument(
+        "--metrics",
+        choices=("histogram", "exact"),
+        default="histogram",
+        help="P99 the policies see: histogram_quantile over vLLM's TTFT buckets, as the "
+        "operator reads it from Prometheus (default), or the exact sample P99 (what-if)",
+    )
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -262,6 +269,7 @@ def run(args: argparse.Namespace) -> Outcome:
             mean_down_seconds=args.preemption_outage_minutes * 60.0,
         ),
         balance=Balance(args.balance),
+        exact_quantiles=args.metrics == "exact",
     )
     results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
     summaries = [report.summarize(r, pool.spec) for r in results]
@@ -331,6 +339,7 @@ def _meta(
         "durationSeconds": trace.duration_seconds,
         "classShares": shares,
         "assign": args.assign,
+        "metrics": args.metrics,
         "seed": args.seed,
         "speedup": args.speedup,
         "intervalSeconds": pool.spec.scaling.interval_seconds,

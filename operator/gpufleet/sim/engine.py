@@ -28,7 +28,7 @@ from gpufleet.api.types import InferencePool
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.model import MetricsState, Observation, TierObservation
 from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
-from gpufleet.sim.metrics import Interval, Recorder, histogram_quantile
+from gpufleet.sim.metrics import Interval, Recorder, exact_quantile, histogram_quantile
 from gpufleet.sim.policies import Decision, Policy, Seen, class_loads, demand_of
 from gpufleet.sim.replica import engine_params
 from gpufleet.sim.traces import STREAM_PREEMPTION, STREAM_ROUTING, Trace, rng
@@ -44,6 +44,9 @@ class SimConfig:
     seed: int = 0
     preemption: Preemption = field(default_factory=Preemption)
     balance: Balance = Balance.LEAST_LOADED
+    # Latency quantiles as Prometheus computes them from vLLM's buckets (what the operator
+    # reads), or the exact sample quantile (what-if: perfect metrics).
+    exact_quantiles: bool = False
 
 
 @dataclass
@@ -123,6 +126,7 @@ class _Run:
         self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
         self.order: list[list[int]] = []  # per class: tiers by weight, for the retry
         self.rr = [0] * len(self.fleets)
+        self.quantile = exact_quantile if config.exact_quantiles else histogram_quantile
         self.busy_mark = [0.0] * len(self.fleets)
 
     # -- routing ---------------------------------------------------------------------------
@@ -212,9 +216,7 @@ class _Run:
                 ready_replicas=len(ready),
                 starting_replicas=fleet.starting(now),
                 unschedulable_replicas=fleet.pending,
-                ttft_p99_seconds=histogram_quantile(0.99, metrics.ttft_samples)
-                if metrics
-                else None,
+                ttft_p99_seconds=self.quantile(0.99, metrics.ttft_samples) if metrics else None,
                 prompt_tokens_per_second=rate(metrics.prompt_tokens) if rate and metrics else None,
                 generation_tokens_per_second=rate(metrics.generation_tokens)
                 if rate and metrics
@@ -227,7 +229,7 @@ class _Run:
             self.busy_mark[fleet.index] = total
         loads = class_loads(self.trace, loads_end - self.interval, loads_end)
         class_p99 = {
-            name: histogram_quantile(0.99, interval.class_ttft_samples[ci]) if interval else None
+            name: self.quantile(0.99, interval.class_ttft_samples[ci]) if interval else None
             for ci, name in enumerate(self.trace.classes)
         }
         observation = Observation(

@@ -47,6 +47,13 @@ def histogram_quantile(q: float, samples: Sequence[float]) -> float | None:
     return TTFT_BUCKETS[-1]
 
 
+def exact_quantile(q: float, samples: Sequence[float]) -> float | None:
+    """The sample quantile: what a perfect metric would report (for what-ifs)."""
+    if not samples:
+        return None
+    return float(np.percentile(np.asarray(samples), q * 100.0))
+
+
 class Fate(IntEnum):
     PENDING = 0  # still in a replica (or never routed)
     COMPLETED = 1

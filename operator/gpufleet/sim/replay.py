@@ -130,7 +130,8 @@ def measured_runs(data: Path) -> list[MeasuredRun]:
                     tokens_per_second=raw["total_token_throughput"],
                 )
             )
-    return runs
+    sizes = list(_SIZE_NAMES)
+    return sorted(runs, key=lambda r: (r.accelerator, sizes.index(r.size_class), r.rate_rps))
 
 
 def compare(run: MeasuredRun, seeds: int = 5) -> Comparison:

@@ -55,3 +55,11 @@ def test_fates_are_kept_per_request() -> None:
     recorder.cut(2)
     assert recorder.fate.tolist() == [Fate.COMPLETED, Fate.DROPPED, Fate.CUT]
     assert recorder.ttft[1] == float("inf")
+
+
+def test_the_exact_quantile_is_the_sample_quantile() -> None:
+    from gpufleet.sim.metrics import exact_quantile
+
+    samples = [0.07] * 98 + [0.3, 0.3]
+    assert exact_quantile(0.99, samples) == pytest.approx(0.3)
+    assert exact_quantile(0.99, []) is None
