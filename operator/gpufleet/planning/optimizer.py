@@ -26,8 +26,11 @@ or the budget. Deterministic: one solver, fixed options, variables in spec order
 
 from __future__ import annotations
 
+import functools
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
@@ -73,6 +76,10 @@ class _Layout:
     tiers: tuple[TierOption, ...]
     classes: tuple[ClassNeed, ...]
     pairs: tuple[tuple[int, int], ...]  # (class index, tier index), eligible only
+    # Pairs whose class is stricter than the loosest class on that tier: only these need
+    # a binary "tier t serves class c"; the loosest objective holds whenever t serves
+    # anything (and trivially when it serves nothing).
+    binaries: tuple[int, ...]  # indexes into pairs
 
     @property
     def n_y(self) -> int:
@@ -81,15 +88,38 @@ class _Layout:
     def x(self, k: int) -> int:
         return self.n_y + k
 
-    def z(self, k: int) -> int:
-        return self.n_y + len(self.pairs) + k
+    def z(self, j: int) -> int:
+        return self.n_y + len(self.pairs) + j
 
     def s(self, c: int) -> int:
-        return self.n_y + 2 * len(self.pairs) + c
+        return self.n_y + len(self.pairs) + len(self.binaries) + c
 
     @property
     def size(self) -> int:
-        return self.n_y + 2 * len(self.pairs) + len(self.classes)
+        return self.n_y + len(self.pairs) + len(self.binaries) + len(self.classes)
+
+    def loosest(self, ti: int) -> float:
+        name = self.tiers[ti].name
+        return max(
+            (self.classes[c].max_utilization[name] for c, t in self.pairs if t == ti),
+            default=0.0,
+        )
+
+
+def _layout(tiers: Sequence[TierOption], active: tuple[ClassNeed, ...]) -> _Layout:
+    pairs = tuple(
+        (ci, ti)
+        for ci, c in enumerate(active)
+        for ti, t in enumerate(tiers)
+        if c.max_utilization.get(t.name, 0.0) > 0 and t.max_replicas > 0
+    )
+    partial = _Layout(tuple(tiers), active, pairs, ())
+    binaries = tuple(
+        k
+        for k, (ci, ti) in enumerate(pairs)
+        if active[ci].max_utilization[tiers[ti].name] < partial.loosest(ti) - 1e-9
+    )
+    return _Layout(tuple(tiers), active, pairs, binaries)
 
 
 def optimize(
@@ -97,17 +127,8 @@ def optimize(
 ) -> Solution:
     """The cheapest plan serving every class, or the priority-ordered best when none exists."""
     active = tuple(c for c in classes if c.rate_rps > 0 and c.max_utilization)
-    layout = _Layout(
-        tiers=tuple(tiers),
-        classes=active,
-        pairs=tuple(
-            (ci, ti)
-            for ci, c in enumerate(active)
-            for ti, t in enumerate(tiers)
-            if c.max_utilization.get(t.name, 0.0) > 0 and t.max_replicas > 0
-        ),
-    )
     full = {c.name: 1.0 for c in active}
+    layout = _layout(tiers, active)
     result = _solve(layout, budget_per_hour, served_at_least=full, maximize=None)
     shortage = result is None
     if result is None:
@@ -161,7 +182,7 @@ def _solve(
     smallest = min((p for p in prices if p > 0), default=1.0)
     # Tie-breaks worth under 1% of the cheapest replica in all: serve load where its
     # capacity is cheapest, and mix classes on a tier only when it buys something.
-    tie = 0.01 * smallest / max(1, 2 * len(layout.pairs))
+    tie = 0.01 * smallest / max(1, len(layout.pairs) + len(layout.binaries))
     if maximize is None:
         objective[: layout.n_y] = prices
         for k, (ci, ti) in enumerate(layout.pairs):
@@ -171,7 +192,8 @@ def _solve(
                 need.max_utilization.values()
             )
             objective[layout.x(k)] = tie * per_load / max(worst, 1e-12)
-            objective[layout.z(k)] = tie
+        for j in range(len(layout.binaries)):
+            objective[layout.z(j)] = tie
     else:
         for ci, need in enumerate(layout.classes):
             if need.name in maximize:
@@ -183,8 +205,8 @@ def _solve(
     integrality = np.zeros(n)
     for ti, tier in enumerate(layout.tiers):
         lower[ti], upper[ti], integrality[ti] = tier.min_replicas, tier.max_replicas, 1
-    for k in range(len(layout.pairs)):
-        integrality[layout.z(k)] = 1
+    for j in range(len(layout.binaries)):
+        integrality[layout.z(j)] = 1
     for ci, need in enumerate(layout.classes):
         lower[layout.s(ci)] = min(served_at_least.get(need.name, 0.0), 1.0)
 
@@ -200,22 +222,36 @@ def _solve(
         rows.append(row)
         lo.append(0.0)
         hi.append(0.0)
-    for k, (ci, ti) in enumerate(layout.pairs):
-        tier = layout.tiers[ti]
+    loads = {}
+    for ti, tier in enumerate(layout.tiers):
         load = np.zeros(n)
-        for j, (cj, tj) in enumerate(layout.pairs):
+        for k, (cj, tj) in enumerate(layout.pairs):
             if tj == ti:
                 other = layout.classes[cj]
-                load[layout.x(j)] = other.rate_rps * other.service_seconds[tier.name]
-        big_m = float(load.sum())
-        row = load.copy()
-        row[ti] = -layout.classes[ci].max_utilization[tier.name]
-        row[layout.z(k)] = big_m
+                load[layout.x(k)] = other.rate_rps * other.service_seconds[tier.name]
+        loads[ti] = load
+        if not load.any():
+            continue
+        row = load.copy()  # the loosest objective served on the tier
+        row[ti] = -layout.loosest(ti)
+        rows.append(row)
+        lo.append(-np.inf)
+        hi.append(0.0)
+    for j, k in enumerate(layout.binaries):  # stricter ones, when served (big-M on z)
+        ci, ti = layout.pairs[k]
+        tier = layout.tiers[ti]
+        rho = layout.classes[ci].max_utilization[tier.name]
+        # With load <= loosest * y already, load - rho * y never exceeds this: the
+        # smallest big-M that switches the row off, so the LP relaxation stays tight.
+        big_m = (layout.loosest(ti) - rho) * tier.max_replicas + 1e-9
+        row = loads[ti].copy()
+        row[ti] = -rho
+        row[layout.z(j)] = big_m
         rows.append(row)
         lo.append(-np.inf)
         hi.append(big_m)
         link = np.zeros(n)
-        link[layout.x(k)], link[layout.z(k)] = 1.0, -1.0
+        link[layout.x(k)], link[layout.z(j)] = 1.0, -1.0
         rows.append(link)
         lo.append(-np.inf)
         hi.append(0.0)
@@ -227,16 +263,56 @@ def _solve(
         hi.append(budget + 1e-9)
 
     constraints = [LinearConstraint(np.array(rows), lo, hi)] if rows else []
-    result = milp(
-        objective,
-        integrality=integrality,
-        bounds=Bounds(lower, upper),
-        constraints=constraints,
-        options={"time_limit": _TIME_LIMIT_SECONDS, "mip_rel_gap": 1e-9, "presolve": True},
-    )
+    result = _milp(objective, integrality, Bounds(lower, upper), constraints)
     if result.x is None:
         return None
     return _read(layout, np.asarray(result.x), optimal=result.status == 0)
+
+
+def _milp(
+    objective: np.ndarray,
+    integrality: np.ndarray,
+    bounds: Bounds,
+    constraints: list[LinearConstraint],
+) -> Any:
+    options: dict[str, Any] = {
+        "time_limit": _TIME_LIMIT_SECONDS,
+        "mip_rel_gap": 1e-9,
+        "presolve": True,
+    }
+    if _fast_options_work():
+        options.update(_FAST_OPTIONS)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # "passed to HiGHS verbatim"
+        return milp(
+            objective,
+            integrality=integrality,
+            bounds=bounds,
+            constraints=constraints,
+            options=options,
+        )
+
+
+# HiGHS options scipy passes through verbatim. The sub-MIP heuristics (RINS, RENS) and
+# feasibility jump cost more than these small programs take to solve (half of all plan
+# time), and the optimum found is the same: every solve runs to a zero gap anyway.
+_FAST_OPTIONS = {
+    "mip_heuristic_run_rins": False,
+    "mip_heuristic_run_rens": False,
+    "mip_heuristic_run_feasibility_jump": False,
+}
+
+
+@functools.cache
+def _fast_options_work() -> bool:
+    """Whether this scipy's HiGHS knows _FAST_OPTIONS (checked once, on a trivial program)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            milp(np.ones(1), integrality=np.ones(1), options=dict(_FAST_OPTIONS))
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return False
+    return True
 
 
 def _read(layout: _Layout, values: np.ndarray, *, optimal: bool) -> Solution:
