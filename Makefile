@@ -36,13 +36,28 @@ typecheck: install ## mypy --strict with the pydantic plugin
 verify: generate lint typecheck ## Regenerate and fail if anything changed; lint; typecheck
 	@git diff --exit-code -- crds charts || (echo "Generated files are stale: run make generate and commit." && exit 1)
 
+.PHONY: tools
+tools: install ## Build (or reuse the cached) control plane and helm; install Prometheus and kubectl
+	bash tests/cluster/build.sh >/dev/null
+	$(PY) -c 'from gpufleet.dev import tools; tools.ensure_prometheus(); print("kubectl", tools.kubectl()); print("helm", tools.helm())'
+
 .PHONY: unit
 unit: install ## Unit tests only (pure, seconds)
 	$(VENV)/bin/pytest tests/unit -q
 
+PYTEST_ARGS ?=
 .PHONY: test
-test: install ## The full test suite: unit, integration (real control plane), e2e
-	$(VENV)/bin/pytest tests -q
+test: tools ## The full test suite: unit, integration (real control plane, Prometheus), e2e
+	$(VENV)/bin/pytest tests $(PYTEST_ARGS)
+
+.PHONY: cluster
+cluster: tools ## Start a local control plane with GPU nodes (Ctrl-C stops it)
+	$(VENV)/bin/gpufleet dev cluster up
+
+.PHONY: run
+run: install ## Run the operator against the current kubeconfig (PROMETHEUS_URL=... for metrics)
+	$(VENV)/bin/gpufleet run --no-leader-election --bind-address 127.0.0.1 \
+		$(if $(PROMETHEUS_URL),--prometheus-url $(PROMETHEUS_URL),)
 
 # helm v4 from the local control plane's Go build (built once, then cached).
 HELM ?= $(shell $(PY) -c 'from gpufleet.dev import tools; print(tools.helm())')

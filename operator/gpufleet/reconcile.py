@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -24,10 +24,11 @@ from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolSta
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.planning import manifests
 from gpufleet.planning.model import (
-    ClassDemand,
+    MetricsReading,
     MetricsState,
     Observation,
     Plan,
+    TierMetrics,
     TierObservation,
     Verdict,
 )
@@ -37,29 +38,6 @@ from gpufleet.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
-
-
-@dataclass(frozen=True)
-class TierMetrics:
-    """Prometheus readings of one tier over the last interval (None: no data)."""
-
-    ttft_p99_seconds: float | None = None
-    prompt_tokens_per_second: float | None = None
-    generation_tokens_per_second: float | None = None
-    requests_per_second: float | None = None
-    requests_waiting: float | None = None
-    kv_cache_usage: float | None = None
-
-
-@dataclass(frozen=True)
-class MetricsReading:
-    """What the metrics source saw for one pool."""
-
-    state: MetricsState
-    message: str = ""
-    tiers: Mapping[str, TierMetrics] = field(default_factory=dict)
-    demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
-    class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
 
 
 class MetricsSource(Protocol):
@@ -212,7 +190,9 @@ class Reconciler:
 
     def _apply_if_changed(self, manifest: dict[str, Any], live: Mapping[str, Any] | None) -> bool:
         stamped = with_hash(manifest)
-        if live is not None and covers(live, stamped):
+        # Objects read from a list carry no apiVersion/kind: compare the rest.
+        fields = {k: v for k, v in stamped.items() if k not in ("apiVersion", "kind")}
+        if live is not None and covers(live, fields):
             return False
         self.kube.apply(stamped)
         return True

@@ -1,0 +1,216 @@
+"""`gpufleet run`: the operator process.
+
+Clients are built once here and handed to the handlers through Kopf's memo. With leader
+election on (the default), the process serves /healthz and /readyz at once but starts Kopf
+only after it holds the Lease, and exits when it loses it (its Deployment restarts it as a
+standby), so two replicas never act at the same time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import sys
+from datetime import UTC, datetime
+from typing import Any
+
+ENV_PREFIX = "GPUFLEET_"
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run the operator against the current kubeconfig or in-cluster",
+        description="Run the gpufleet operator. Flags also read GPUFLEET_* environment variables.",
+    )
+    env = os.environ.get
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        dest="namespaces",
+        default=[n for n in env(f"{ENV_PREFIX}WATCH_NAMESPACES", "").split(",") if n],
+        help="namespace to watch (repeatable; default: all namespaces) "
+        "[GPUFLEET_WATCH_NAMESPACES, comma-separated]",
+    )
+    parser.add_argument(
+        "--prometheus-url",
+        default=env(f"{ENV_PREFIX}PROMETHEUS_URL", ""),
+        help="Prometheus to read vLLM metrics from; empty: no metrics, replicas stay at "
+        "their minimum [GPUFLEET_PROMETHEUS_URL]",
+    )
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        default=int(env(f"{ENV_PREFIX}METRICS_PORT", "8080")),
+        help="port of the operator's own /metrics (0: off) [GPUFLEET_METRICS_PORT]",
+    )
+    parser.add_argument(
+        "--health-port",
+        type=int,
+        default=int(env(f"{ENV_PREFIX}HEALTH_PORT", "8081")),
+        help="port of /healthz and /readyz (0: off) [GPUFLEET_HEALTH_PORT]",
+    )
+    parser.add_argument(
+        "--bind-address",
+        default=env(f"{ENV_PREFIX}BIND_ADDRESS", "0.0.0.0"),
+        help="address the metrics and health servers listen on [GPUFLEET_BIND_ADDRESS]",
+    )
+    parser.add_argument(
+        "--leader-election",
+        action=argparse.BooleanOptionalAction,
+        default=env(f"{ENV_PREFIX}LEADER_ELECTION", "true").lower() != "false",
+        help="act only while holding a Lease (default: on) [GPUFLEET_LEADER_ELECTION]",
+    )
+    parser.add_argument(
+        "--lease-name",
+        default=env(f"{ENV_PREFIX}LEASE_NAME", "gpufleet-operator"),
+        help="name of the leader Lease [GPUFLEET_LEASE_NAME]",
+    )
+    parser.add_argument(
+        "--lease-namespace",
+        default=env(f"{ENV_PREFIX}LEASE_NAMESPACE", env("POD_NAMESPACE", "default")),
+        help="namespace of the leader Lease (default: $POD_NAMESPACE or default)",
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default=env(f"{ENV_PREFIX}LOG_FORMAT", "text"),
+        help="log line format [GPUFLEET_LOG_FORMAT]",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.set_defaults(func=main)
+
+
+def _configure_logging(fmt: str, verbose: bool) -> None:
+    level = logging.DEBUG if verbose else logging.INFO
+    if fmt == "json":
+        layout = (
+            '{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s",'
+            '"message":"%(message)s"}'
+        )
+    else:
+        layout = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+    logging.basicConfig(level=level, format=layout, stream=sys.stderr)
+    # Kopf's per-object loggers are chatty at INFO; our own lines say what happened.
+    logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
+    logging.getLogger("kubernetes").setLevel(logging.WARNING)
+
+
+def main(args: argparse.Namespace) -> int:
+    _configure_logging(args.log_format, args.verbose)
+    try:
+        return asyncio.run(_run(args))
+    except KeyboardInterrupt:
+        return 0
+
+
+async def _serve_health(bind: str, port: int, ready: asyncio.Event) -> Any:
+    from aiohttp import web
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready.is_set() else web.Response(status=503)
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, bind, port).start()
+    return runner
+
+
+async def _run(args: argparse.Namespace) -> int:
+    import kopf
+    from kubernetes import client, config
+    from prometheus_client import start_http_server
+
+    from gpufleet.adapters.kube import KubeAdapter
+    from gpufleet.adapters.lease import LeaseElector
+    from gpufleet.planning.planner import plan
+    from gpufleet.reconcile import Reconciler
+    from gpufleet.runtime import Loops
+    from gpufleet.telemetry import Telemetry
+
+    log = logging.getLogger("gpufleet")
+    try:
+        config.load_incluster_config()
+    except config.ConfigException:
+        config.load_kube_config()
+    api_client = client.ApiClient()
+    identity = f"{socket.gethostname()}-{os.getpid()}"
+    telemetry = Telemetry()
+    if args.metrics_port:
+        start_http_server(args.metrics_port, addr=args.bind_address, registry=telemetry.registry)
+    ready = asyncio.Event()
+    health = (
+        await _serve_health(args.bind_address, args.health_port, ready)
+        if args.health_port
+        else None
+    )
+
+    kube = KubeAdapter(api_client, telemetry, instance=identity)
+    reconciler = Reconciler(
+        kube, _metrics_source(args.prometheus_url), plan, telemetry, lambda: datetime.now(UTC)
+    )
+    import gpufleet.handlers  # noqa: F401  (registers the handlers with Kopf)
+
+    elector = None
+    if args.leader_election:
+        elector = LeaseElector(
+            api_client,
+            telemetry,
+            namespace=args.lease_namespace,
+            name=args.lease_name,
+            identity=identity,
+        )
+        ready.set()  # a standby is healthy and ready: it is doing its job
+        await elector.acquire()
+    else:
+        telemetry.leader.set(1)
+    ready.set()
+    scope = ", ".join(args.namespaces) if args.namespaces else "all namespaces"
+    log.info("Started gpufleet operator %s watching %s", identity, scope)
+
+    stop = asyncio.get_running_loop().create_future()
+    operator = asyncio.create_task(
+        kopf.operator(
+            clusterwide=not args.namespaces,
+            namespaces=args.namespaces,
+            standalone=True,
+            memo=kopf.Memo(loops=Loops(reconciler)),
+            stop_flag=stop,
+        )
+    )
+    tasks: set[asyncio.Task[Any]] = {operator}
+    if elector is not None:
+        tasks.add(asyncio.create_task(elector.hold()))
+    done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    code = 0
+    if operator not in done:  # leadership lost: stop acting at once and exit non-zero
+        log.error("Stopping: this process is no longer the leader")
+        stop.set_result(None)
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(operator, timeout=10)
+        code = 1
+    for task in tasks:
+        task.cancel()
+    if health is not None:
+        await health.cleanup()
+    return code
+
+
+def _metrics_source(url: str) -> Any:
+    from gpufleet.reconcile import NoMetrics
+
+    if not url:
+        return NoMetrics()
+    from gpufleet.adapters.prometheus import PrometheusMetrics
+
+    return PrometheusMetrics(url)
