@@ -79,7 +79,10 @@ def observe(
         tiers[tier.name] = TierObservation(
             name=tier.name,
             desired_replicas=int(spec.get("replicas") or 0),
-            ready_replicas=int(status.get("readyReplicas") or 0),
+            # Pods on vanished nodes still count as Ready in the Deployment for a minute.
+            ready_replicas=min(int(status.get("readyReplicas") or 0), pods.ready)
+            if pods
+            else int(status.get("readyReplicas") or 0),
             starting_replicas=pods.starting if pods else 0,
             unschedulable_replicas=pods.unschedulable if pods else 0,
             ttft_p99_seconds=metrics.ttft_p99_seconds,

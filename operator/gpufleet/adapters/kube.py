@@ -41,6 +41,7 @@ HTTPROUTE_CRD = f"httproutes.{GATEWAY_GROUP}"
 APPLIED_HASH = f"{GROUP}/applied-hash"
 APPLY = "application/apply-patch+yaml"
 _GATEWAY_CHECK_SECONDS = 60.0
+_NODES_CACHE_SECONDS = 5.0
 
 
 @dataclass
@@ -97,8 +98,13 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("uid") == uid and r.get("controller") for r in refs)
 
 
-def count_pods(pods: list[Obj]) -> dict[str, PodCounts]:
-    """Pods of a pool by tier: Ready, starting, or unschedulable."""
+def count_pods(pods: list[Obj], live_nodes: set[str] | None = None) -> dict[str, PodCounts]:
+    """Pods of a pool by tier: Ready, starting, or unschedulable.
+
+    A pod bound to a node that is gone or NotReady (a consumer GPU box that vanished) serves
+    nothing and will be replaced by a pod that has nowhere to go: it counts as unschedulable
+    at once, not a minute later when the pod garbage collector deletes it.
+    """
     counts: dict[str, PodCounts] = {}
     for pod in pods:
         meta = pod.get("metadata", {})
@@ -111,7 +117,10 @@ def count_pods(pods: list[Obj]) -> dict[str, PodCounts]:
         conditions = {c.get("type"): c for c in status.get("conditions") or []}
         entry = counts.setdefault(tier, PodCounts())
         scheduled = conditions.get("PodScheduled", {})
-        if conditions.get("Ready", {}).get("status") == "True":
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node and live_nodes is not None and node not in live_nodes:
+            entry.unschedulable += 1
+        elif conditions.get("Ready", {}).get("status") == "True":
             entry.ready += 1
         elif scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
             entry.unschedulable += 1
@@ -140,6 +149,7 @@ class KubeAdapter:
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
         self._gateway: tuple[float, bool] | None = None
+        self._nodes: tuple[float, set[str]] | None = None
 
     # Reads ---------------------------------------------------------------------------
 
@@ -173,6 +183,19 @@ class KubeAdapter:
         self._gateway = (now, installed)
         return installed
 
+    def live_nodes(self) -> set[str]:
+        """Names of Ready nodes (one list call every few seconds, shared by all pools)."""
+        now = time.monotonic()
+        if self._nodes is not None and now - self._nodes[0] < _NODES_CACHE_SECONDS:
+            return self._nodes[1]
+        ready = set()
+        for node in self.core.list_node().items:
+            conditions = (node.status.conditions if node.status else None) or []
+            if any(c.type == "Ready" and c.status == "True" for c in conditions):
+                ready.add(str(node.metadata.name if node.metadata else ""))
+        self._nodes = (now, ready)
+        return ready
+
     def read_children(self, namespace: str, pool: str, *, route: bool) -> Children:
         selector = f"{LABEL_POOL}={pool}"
         deployments = self.apps.list_namespaced_deployment(namespace, label_selector=selector)
@@ -181,7 +204,7 @@ class KubeAdapter:
         children = Children(
             deployments={d["metadata"]["name"]: d for d in map(self._dict, deployments.items)},
             services={s["metadata"]["name"]: s for s in map(self._dict, services.items)},
-            pods=count_pods([self._dict(p) for p in pods.items]),
+            pods=count_pods([self._dict(p) for p in pods.items], self.live_nodes()),
         )
         if route:
             children.route = self.get_route(namespace, pool)
