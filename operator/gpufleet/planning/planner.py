@@ -292,10 +292,12 @@ def _decide(ctx: Context) -> Plan:
     weights = {
         c.name: _weights_for(ctx, c.name, routed.get(c.name, {}), target) for c in ctx.classes
     }
+    starting = {n for n in ctx.names if capacity[n] < target[n]}
     waiting = [
         c
         for c in targets
-        if integer_weights(targets[c], ctx.names) != {t: w for t, w in weights[c].items() if w > 0}
+        if set(targets[c]) & starting
+        and integer_weights(targets[c], ctx.names) != {t: w for t, w in weights[c].items() if w > 0}
     ]
     return _finish(
         ctx,
@@ -420,8 +422,20 @@ def _within_budget(
 def _weights_for(
     ctx: Context, cls: str, shares: Mapping[str, float], target: Mapping[str, int]
 ) -> dict[str, int]:
-    """Integer weights for a class: its shares, else where it can go now (Ready first)."""
+    """Integer weights for a class: its shares, else where it can go now (Ready first).
+
+    A change of at most one point per tier is rounding, not a decision: the live weights
+    stay (no HTTPRoute write, no Event, for a share that moved by a hair).
+    """
     weights = integer_weights(shares, ctx.names)
+    live = ctx.previous_weights(cls)
+    if (
+        weights
+        and live
+        and all(target.get(t, 0) > 0 and ctx.eligible(cls, t) for t in live)
+        and max(abs(weights.get(t, 0) - live.get(t, 0)) for t in set(weights) | set(live)) <= 1
+    ):
+        weights = live
     if not weights:
         ready = {n: min(ctx.seen(n).ready_replicas, target.get(n, 0)) for n in ctx.names}
         still = {

@@ -21,6 +21,7 @@ from scipy.optimize import linprog
 
 # Overload of Ready capacity costs this much more than moving a share away from the target.
 _OVERLOAD_PENALTY = 1000.0
+_STAY_WEIGHT = 0.01
 
 
 @dataclass(frozen=True)
@@ -134,27 +135,36 @@ def route_on_ready(
         )
         allowed[t] = max(float(capacity.get(t, 0)), now) if capacity.get(t, 0) > 0 else 0.0
     n_x, n_t = len(pairs), len(tiers)
-    # Variables: x (shares), u (|x - target|), overload per tier.
-    size = 2 * n_x + n_t
-    cost = np.concatenate([np.zeros(n_x), np.ones(n_x), np.full(n_t, _OVERLOAD_PENALTY)])
+    # Variables: x (shares), u (|x - target|), v (|x - current|), overload per tier.
+    # Moving toward the target matters most; among equally good routes, keep the live
+    # one (a second pass on the same world must not swap equivalent tiers), then the
+    # earlier tier.
+    size = 3 * n_x + n_t
+    order = np.array([1e-6 * tiers.index(t) for _, t in pairs])
+    cost = np.concatenate(
+        [order, np.ones(n_x), np.full(n_x, _STAY_WEIGHT), np.full(n_t, _OVERLOAD_PENALTY)]
+    )
     a_eq = np.zeros((len(routable), size))
     for k, (c, _) in enumerate(pairs):
         a_eq[routable.index(c), k] = 1.0
     b_eq = np.ones(len(routable))
     rows, bounds_hi = [], []
     for k, (c, t) in enumerate(pairs):
-        target = targets[c].get(t, 0.0)
-        for sign in (1.0, -1.0):  # sign * (x - target) <= u
-            row = np.zeros(size)
-            row[k], row[n_x + k] = sign, -1.0
-            rows.append(row)
-            bounds_hi.append(sign * target)
+        for offset, anchor in (
+            (n_x, targets[c].get(t, 0.0)),
+            (2 * n_x, current.get(c, {}).get(t, 0.0)),
+        ):
+            for sign in (1.0, -1.0):  # sign * (x - anchor) <= deviation
+                row = np.zeros(size)
+                row[k], row[offset + k] = sign, -1.0
+                rows.append(row)
+                bounds_hi.append(sign * anchor)
     for ti, t in enumerate(tiers):
         row = np.zeros(size)
         for k, (c, tier) in enumerate(pairs):
             if tier == t:
                 row[k] = work(c, t)
-        row[2 * n_x + ti] = -1.0
+        row[3 * n_x + ti] = -1.0
         rows.append(row)
         bounds_hi.append(allowed[t])
     solved = linprog(

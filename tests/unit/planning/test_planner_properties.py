@@ -6,10 +6,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
-from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning.model import Observation, Plan
 from gpufleet.planning.planner import plan
@@ -17,7 +16,13 @@ from gpufleet.planning.profiles import ProfileNotFound, replica_model
 from tests.pools import pool, tier, traffic_class
 from tests.unit.planning.factories import observe, previous, status_from
 
-PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# No "explain" phase: on Python < 3.12 its line tracer makes a failing case take minutes.
+PROPERTY = settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+)
 pytestmark = pytest.mark.timeout(120)
 
 ACCELERATORS = ["H100-PCIe-80GB", "H100-SXM-80GB", "RTX4090"]
@@ -170,23 +175,31 @@ def _shares_priority(world: World, name: str) -> bool:
     return sum(c.priority == mine for c in world.spec.traffic_classes) > 1
 
 
+def _decision(p: Plan) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+    return (
+        {n: t.replicas for n, t in p.tiers.items()},
+        {n: dict(c.weights) for n, c in p.classes.items()},
+    )
+
+
 @PROPERTY
 @given(worlds())
-def test_a_second_pass_on_an_unchanged_world_changes_nothing(world: World) -> None:
-    first, _ = _pass(world)
-    settled = {n: t.replicas for n, t in first.tiers.items()}
-    world2 = World(world.spec, world.demand, settled)
-    seen2 = observe(world2.spec, world2.demand, ready=settled)
-    status: InferencePoolStatus = status_from(first, seen2)
-    second = plan(world2.spec, seen2, status)
-    third = plan(
-        world2.spec,
-        observe(world2.spec, world2.demand, now=30, ready=settled),
-        status_from(second, seen2),
-    )
-    assert {n: t.replicas for n, t in third.tiers.items()} == {
-        n: t.replicas for n, t in second.tiers.items()
-    }
-    assert {n: c.weights for n, c in third.classes.items()} == {
-        n: c.weights for n, c in second.classes.items()
-    }
+def test_an_unchanged_world_settles_and_then_changes_nothing(world: World) -> None:
+    """Passes on the same world (replicas Ready as decided) reach a fixed point and stay.
+
+    With enough capacity the second pass already repeats the first; when classes overflow
+    Ready capacity, weights may take a few passes to settle, never flap.
+    """
+    p, seen = _pass(world)
+    history = [_decision(p)]
+    for i in range(1, 8):
+        running = history[-1][0]
+        seen = observe(world.spec, world.demand, now=30 * i, ready=running)
+        p = plan(world.spec, seen, status_from(p, seen))
+        history.append(_decision(p))
+        if len(history) >= 3 and history[-1] == history[-2]:
+            break
+    assert history[-1] == history[-2], history
+    no_shortage = all(c.served_fraction >= 1 for c in p.classes.values())
+    if no_shortage and world.spec.scaling.scale_down_delay_seconds == 0:
+        assert len(history) <= 4, history  # scaled, then (weights moved), then steady
