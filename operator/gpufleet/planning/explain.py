@@ -228,6 +228,11 @@ class Report:
                     f"{name}: no tier holds {objective} ms even at low load (best ~{ms(relaxed)})",
                 )
             )
+        for cls in ctx.classes:
+            if not ctx.rho[cls.name] and cls.name not in ctx.best_effort:
+                failures.append(
+                    (Reason.NO_ELIGIBLE_TIER, f"{cls.name}: no tier has a performance profile")
+                )
         for name in self._unserved():
             share = self.classes[name].served_fraction
             failures.append(

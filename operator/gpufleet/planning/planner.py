@@ -446,6 +446,8 @@ def _weights_for(
         weights = integer_weights(still, ctx.names)
         if not weights:
             choice = ctx.cheapest(cls, ready) or ctx.cheapest(cls, target)
+            if choice is None and not ctx.rho[cls]:  # no tier has a profile: any replica
+                choice = next((n for n in ctx.names if target.get(n, 0) > 0), None)
             weights = {choice: 100} if choice else {}
     return {n: weights.get(n, 0) for n in ctx.names}
 

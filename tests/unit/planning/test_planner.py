@@ -444,3 +444,16 @@ def test_tier_without_profile_is_eligible_for_nothing_and_says_why() -> None:
     assert weights(p)["batch"] == {"h100": 100}
     assert replicas(p)["rtx4090"] == 0
     assert "do not fit" in p.message
+
+
+def test_no_tier_with_a_profile_keeps_minimum_replicas_and_says_so() -> None:
+    s = spec(
+        model={"name": "Qwen/Qwen2.5-32B-Instruct"},
+        tiers=[tier("rtx4090", "RTX4090", minReplicas=1, maxReplicas=8)],
+        classes=[traffic_class("batch", 5000)],
+    )
+    p = steady({"batch": 2000}, pool_spec=s, running={"rtx4090": 1})
+    assert replicas(p) == {"rtx4090": 1}
+    assert weights(p) == {"batch": {"rtx4090": 100}}  # somewhere rather than nowhere
+    assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
+    assert "do not fit" in p.message
