@@ -24,8 +24,8 @@ generate: install ## Regenerate the CRD (crds/ and the chart's copy) from the mo
 
 .PHONY: lint
 lint: install ## ruff lint and format check, import-linter contracts
-	$(VENV)/bin/ruff check operator tests
-	$(VENV)/bin/ruff format --check operator tests
+	$(VENV)/bin/ruff check operator tests tools
+	$(VENV)/bin/ruff format --check operator tests tools
 	$(VENV)/bin/lint-imports
 
 .PHONY: typecheck
@@ -34,7 +34,8 @@ typecheck: install ## mypy --strict with the pydantic plugin
 
 .PHONY: verify
 verify: generate lint typecheck ## Regenerate and fail if anything changed; lint; typecheck
-	@git diff --exit-code -- crds charts || (echo "Generated files are stale: run make generate and commit." && exit 1)
+	$(PY) tools/derive_profiles.py --check --quiet
+	@git diff --exit-code -- crds charts docs || (echo "Generated files are stale: run make generate and commit." && exit 1)
 
 .PHONY: tools
 tools: install ## Build (or reuse the cached) control plane and helm; install Prometheus and kubectl
@@ -77,3 +78,18 @@ image: ## Build the operator image (needs a Docker engine): make image IMAGE=reg
 .PHONY: bench-sim
 bench-sim: install ## Simulator: the Azure trace, gpufleet vs baselines and oracle; writes BENCHMARKS.md
 	$(PY) tools/bench_sim.py
+
+.PHONY: profiles
+profiles: install ## Re-derive the built-in performance profiles from the io.net runs
+	$(PY) tools/derive_profiles.py
+
+.PHONY: bench-planner
+bench-planner: install ## Planner: median plan time (4 tiers x 4 classes), 1,000 pools
+	$(PY) tools/bench_planner.py
+
+.PHONY: bench-operator
+bench-operator: tools ## Operator: 200 pools on the local control plane; writes BENCHMARKS.md
+	$(PY) tools/bench_operator.py --pools 200
+
+.PHONY: bench
+bench: bench-planner bench-sim bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)

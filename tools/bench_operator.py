@@ -8,6 +8,7 @@ Run with `make bench-operator` (N=200 by default); it starts and stops its own p
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -28,6 +29,8 @@ sys.path.insert(0, str(ROOT))
 
 from tests.harness import OperatorProcess, install_crd  # noqa: E402
 from tests.pools import pool, tier, traffic_class  # noqa: E402
+
+from tools.benchmarks_md import write_section  # noqa: E402
 
 INTERVAL_SECONDS = 10
 
@@ -71,6 +74,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pools", type=int, default=200)
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args()
     console = Console()
     work = Path(tempfile.mkdtemp(prefix="gpufleet-bench-"))
@@ -147,6 +151,20 @@ def main() -> int:
     ]
     width = max(len(k) for k, _ in rows)
     print("\n".join(f"{k:<{width}}  {v}" for k, v in rows))
+    if not args.no_write:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+        write_section(
+            "operator",
+            f"## Operator at scale: {args.pools} pools on the local control plane\n\n"
+            f"`make bench-operator` ({when}, {os.cpu_count()} CPUs), which runs "
+            f"`python tools/bench_operator.py --pools {args.pools}`: one real operator "
+            "process (`gpufleet run`, no Prometheus), pools of two tiers and two classes "
+            "created 8 at a time, kwok GPU nodes enough for all of them. Converged = status "
+            "written for the pool's generation and every desired replica Ready.\n\n"
+            f"| measure | value |\n|---|---|\n{table}\n",
+        )
+        print("Wrote the operator section of BENCHMARKS.md")
     return 0 if done == args.pools else 1
 
 
