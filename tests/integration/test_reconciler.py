@@ -232,3 +232,11 @@ def _quiet(process: OperatorProcess, seconds: float) -> bool:
     before = process.pool_writes()
     time.sleep(seconds)
     return process.pool_writes() == before
+
+
+def test_kubectl_explain_describes_every_field(plane: Any, crd: None) -> None:
+    text = kubectl(plane, "explain", "inferencepools.gpufleet.dev.spec.tiers.pricePerGPUHour")
+    assert "Price of one GPU for one hour" in text
+    recursive = kubectl(plane, "explain", "inferencepools.gpufleet.dev.spec", "--recursive")
+    for field in ("ttftP99Milliseconds", "gpusPerReplica", "maxHourlyCost", "parentRefs"):
+        assert field in recursive
