@@ -32,7 +32,8 @@ __all__ = [
 
 GPU_RESOURCE = "nvidia.com/gpu"
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-POOL_LABEL = "gpufleet.dev/pool"
+# The node pool a fake node belongs to (not gpufleet.dev/pool, which names an InferencePool).
+POOL_LABEL = "gpufleet.dev/node-pool"
 
 
 @dataclass(frozen=True)
