@@ -1,0 +1,658 @@
+"""The fleet twin: plays the vLLM pods of every InferencePool in the local control plane.
+
+kwok marks pods Running and Ready, but nothing runs in them, and nothing may ever connect to
+a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
+
+- It watches (polls) the API: InferencePools, their pods, the nodes and the HTTPRoutes the
+  operator wrote. A pod that has been Ready on a node that still exists is a replica; it
+  serves while it is Ready and not terminating. A pod bound to a node that is gone stops at
+  once (its queued requests go back to the gateway, those mid-decode fail), as a vanished
+  consumer GPU box would, although its Pod object stays Running for another minute.
+- It plays the gateway: each pool's load (`gpufleet.dev.loadstory`: tokens/s per class over
+  time, or a trace) is split per class by the weights of the pool's HTTPRoute, and within a
+  tier to the serving replica with the fewest requests in flight. A tier picked with no
+  serving replica passes the request to the class's other weighted tiers (a retry); with
+  none left it fails (503), as does a request for a pool with no HTTPRoute (404).
+- Each replica is the simulator's continuous-batching engine (`gpufleet.sim.replica`) with
+  the parameters of its tier's `ReplicaModel` (`gpufleet.planning.profiles`): the one model
+  the planner plans with and `gpufleet simulate` replays. Time is real time.
+- It serves each replica's metrics under vLLM's names and TTFT buckets at
+  `/pods/<namespace>/<pod>/metrics` and writes a Prometheus file_sd target file with the
+  labels the operator's PromQL needs (`namespace`, `pod`, `gpufleet_dev_pool`,
+  `gpufleet_dev_tier`; see `gpufleet.adapters.promql`), `__metrics_path__` per pod.
+- Like a production gateway it counts per route and class at `/gateway/metrics`:
+  `gpufleet_dev_gateway_tokens_total` (tokens offered: prompt plus requested output, at
+  arrival, so a class's `demandQuery` sees demand the fleet cannot serve yet),
+  `gpufleet_dev_gateway_requests_total` (by backend tier and code) and the
+  `gpufleet_dev_gateway_ttft_seconds` histogram per class.
+
+Stated simplifications: generated tokens are counted when a request completes (vLLM counts
+them as they stream); `vllm:kv_cache_usage_perc` is an estimate from the running sequences
+and the KV room left beside the fp16 weights (16 KiB per token per billion parameters, about
+Llama-3-8B's 128 KiB with GQA); a Ready pod serves at once (kwok's pods are Ready at once;
+a real one turns Ready after loading the model); a deleted pod finishes its in-flight
+requests unobserved (graceful shutdown).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import heapq
+import json
+import logging
+import math
+import random
+import signal
+import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad, load_schedules
+from gpufleet.dev.twinmetrics import GatewayClass, PodMetrics, render_gateway, render_pod
+from gpufleet.dev.twinworld import DEFAULT_KV_TOKENS, PodInfo, PoolView, World, read_world
+from gpufleet.sim.replica import EngineParams, Replica
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TwinReplica:
+    """One pod played by the twin."""
+
+    info: PodInfo
+    engine: Replica
+    params: EngineParams
+    kv_tokens: float
+    context_tokens: float  # a running sequence's mean context, for the KV estimate
+    model_name: str
+    metrics: PodMetrics = field(default_factory=PodMetrics)
+    serving: bool = True
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.info.namespace, self.info.pool
+
+
+@dataclass(frozen=True)
+class ClassWindow:
+    """Ground truth for one class over a time window: every request's exact TTFT."""
+
+    requests: int
+    within: int  # first token within the objective
+    failed: int  # no backend, or cut by a vanished node
+    p99_seconds: float | None  # exact sample P99 (inf when more than 1% failed)
+
+    @property
+    def attainment(self) -> float | None:
+        return self.within / self.requests if self.requests else None
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """The twin started routing by new weights: what was serving at that moment."""
+
+    time: float
+    namespace: str
+    pool: str
+    weights: Mapping[str, Mapping[str, int]]
+    serving: Mapping[str, int]  # tier -> serving replicas
+
+
+# -- the twin -------------------------------------------------------------------------------
+
+
+class FleetTwin:
+    """The fleet twin. `start()` / `stop()`, or use it as a context manager.
+
+    api_client: a kubernetes ApiClient (only the poll thread uses it); None: no polling,
+    the world comes from `observe()` and `tick()` may be driven by hand (tests).
+    targets_file: where to write the file_sd targets (a `*.json` Prometheus's file_sd
+    reads). Times are `time.monotonic()` seconds, the same clock tests read.
+    """
+
+    def __init__(
+        self,
+        api_client: Any,
+        *,
+        targets_file: Path,
+        port: int = 0,
+        seed: int = 0,
+        poll_seconds: float = 0.5,
+        tick_seconds: float = 0.1,
+    ) -> None:
+        self._api = api_client
+        self.targets_file = targets_file
+        self._port = port
+        self._poll_seconds = poll_seconds
+        self._tick_seconds = tick_seconds
+        self._route_rng = random.Random(seed)
+        self._seed = seed
+        self._lock = threading.RLock()
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._server: ThreadingHTTPServer | None = None
+        self._pending_world: World | None = None
+        self._world_seen = threading.Event()
+        # Applied state.
+        self._nodes: frozenset[str] = frozenset()
+        self._views: dict[tuple[str, str], PoolView] = {}
+        self._versions: dict[tuple[str, str], str] = {}
+        self._routes: dict[tuple[str, str], Mapping[str, Mapping[str, int]]] = {}
+        self._replicas: dict[str, TwinReplica] = {}  # by pod uid
+        self._draining: list[TwinReplica] = []
+        self._lost: set[str] = set()  # uids of pods whose node vanished: never again
+        self._loads: dict[tuple[str, str], LoadSource] = {}
+        self._gateway: dict[tuple[str, str, str], GatewayClass] = {}
+        self._route_log: list[RouteChange] = []
+        self._targets_written: str | None = None
+        self._last = time.monotonic()
+        # Requests (index = request id; the engines index prompt/output by it).
+        self._arrival: list[float] = []
+        self._prompt: list[int] = []
+        self._output: list[int] = []
+        self._class_of: list[tuple[str, str, str]] = []
+        self._pod_of: list[TwinReplica | None] = []
+        self._first_seen: list[bool] = []
+        self._cut_at: dict[int, float] = {}
+        self._events: list[tuple[float, int, int, int]] = []  # time, seq, kind, request
+        self._seq = 0
+        self._outcomes: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
+        self._served: dict[tuple[str, str], int] = {}  # tokens prefilled and generated
+        self.poll_errors = 0
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        if self._server is None:
+            raise RuntimeError("the twin is not started")
+        return int(self._server.server_address[1])
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_seconds: float = 30.0) -> FleetTwin:
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler(self))
+        self._server.daemon_threads = True
+        self._last = time.monotonic()
+        self._write_targets()
+        loops = [("twin-http", self._server.serve_forever), ("twin-tick", self._tick_loop)]
+        if self._api is not None:
+            loops.append(("twin-poll", self._poll_loop))
+        for name, target in loops:
+            thread = threading.Thread(target=target, name=name, daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        if not self._world_seen.wait(timeout_seconds):
+            self.stop()
+            raise RuntimeError(f"The twin could not read the API within {timeout_seconds:.0f} s")
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        for thread in self._threads:
+            thread.join(timeout=10)
+        self._threads.clear()
+        with contextlib.suppress(OSError):
+            self.targets_file.unlink()
+
+    def __enter__(self) -> FleetTwin:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- what tests and the demo drive and read --------------------------------------------
+
+    def set_load(self, namespace: str, pool: str, source: LoadSource | None) -> None:
+        """The load of one pool from now on (None: no requests)."""
+        with self._lock:
+            if source is None:
+                self._loads.pop((namespace, pool), None)
+            else:
+                self._loads[(namespace, pool)] = source
+
+    def poisson(self, namespace: str, pool: str) -> PoissonLoad:
+        """The pool's Poisson load, created (silent) if it has none yet."""
+        with self._lock:
+            source = self._loads.get((namespace, pool))
+            if not isinstance(source, PoissonLoad):
+                source = PoissonLoad(seed=self._seed)
+                self._loads[(namespace, pool)] = source
+            return source
+
+    def window(
+        self, namespace: str, pool: str, traffic_class: str, start: float, end: float | None = None
+    ) -> ClassWindow:
+        """Exact outcomes of a class's requests whose first token or failure fell in the window."""
+        with self._lock:
+            view = self._views.get((namespace, pool))
+            objective = view.objectives.get(traffic_class, math.inf) if view else math.inf
+            stop = math.inf if end is None else end
+            values = [
+                v
+                for t, v in self._outcomes.get((namespace, pool, traffic_class), [])
+                if start <= t < stop
+            ]
+        if not values:
+            return ClassWindow(0, 0, 0, None)
+        values.sort()
+        rank = max(math.ceil(0.99 * len(values)) - 1, 0)
+        return ClassWindow(
+            requests=len(values),
+            within=sum(1 for v in values if v <= objective),
+            failed=sum(1 for v in values if math.isinf(v)),
+            p99_seconds=values[rank],
+        )
+
+    def serving(self, namespace: str, pool: str) -> dict[str, int]:
+        """Serving replicas per tier, as the twin plays them now."""
+        with self._lock:
+            out: dict[str, int] = {}
+            for r in self._replicas.values():
+                if r.key == (namespace, pool) and r.serving:
+                    out[r.info.tier] = out.get(r.info.tier, 0) + 1
+            return out
+
+    def routed(self, namespace: str, pool: str) -> dict[str, dict[str, int]]:
+        """Requests per class and backend tier so far (failed ones under tier '')."""
+        with self._lock:
+            out: dict[str, dict[str, int]] = {}
+            for (ns, name, cls), gateway in self._gateway.items():
+                if (ns, name) != (namespace, pool):
+                    continue
+                per = out.setdefault(cls, {})
+                for (tier, _), n in gateway.requests.items():
+                    per[tier] = per.get(tier, 0) + n
+            return out
+
+    def served_tokens(self, namespace: str, pool: str) -> int:
+        """Prompt plus generated tokens the pool's replicas have served so far."""
+        with self._lock:
+            return self._served.get((namespace, pool), 0)
+
+    def route_changes(self, namespace: str, pool: str) -> list[RouteChange]:
+        with self._lock:
+            return [c for c in self._route_log if (c.namespace, c.pool) == (namespace, pool)]
+
+    # -- polling the API ------------------------------------------------------------------
+
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                world = read_world(self._api)
+            except Exception as error:  # the apiserver restarting, a timeout: try again
+                self.poll_errors += 1
+                log.debug("Failed to read the API: %s", error)
+            else:
+                self.observe(world)
+            self._stop.wait(self._poll_seconds)
+
+    def observe(self, world: World) -> None:
+        """A new view of the API; applied at the start of the next tick."""
+        with self._lock:
+            self._pending_world = world
+        self._world_seen.set()
+
+    # -- the clock ------------------------------------------------------------------------
+
+    def _tick_loop(self) -> None:
+        while not self._stop.wait(self._tick_seconds):
+            try:
+                self.tick(time.monotonic())
+            except Exception:  # keep playing; a bug shows in the log, not as a dead fleet
+                log.exception("The twin failed a tick")
+
+    def tick(self, now: float) -> None:
+        """Advance the fleet to `now`: apply the last poll, route arrivals, run engines."""
+        with self._lock:
+            start = self._last
+            if now <= start:
+                return
+            world, self._pending_world = self._pending_world, None
+            if world is not None:
+                self._apply_world(world, start)
+            arrivals: list[tuple[Arrival, tuple[str, str]]] = []
+            for key, source in self._loads.items():
+                view = self._views.get(key)
+                if view is None:
+                    continue  # no such pool (yet): nothing to send it
+                arrivals += [(a, key) for a in source.arrivals(start, now, view.shapes)]
+            arrivals.sort(key=lambda pair: pair[0].time)
+            for arrival, key in arrivals:
+                self._arrive(key, arrival)
+            for replica in self._all_replicas():
+                replica.engine.advance(now)
+            self._draining = [r for r in self._draining if not r.engine.idle]
+            self._release(now)
+            self._last = now
+
+    def _all_replicas(self) -> Iterator[TwinReplica]:
+        yield from self._replicas.values()
+        yield from self._draining
+
+    # -- applying a poll ------------------------------------------------------------------
+
+    def _apply_world(self, world: World, at: float) -> None:
+        self._nodes = world.nodes
+        for key, pool in world.pools.items():
+            version = f"{pool.metadata.uid}/{pool.metadata.generation}"
+            if self._versions.get(key) != version:
+                self._views[key] = PoolView.of(pool)
+                self._versions[key] = version
+        for key in list(self._views):
+            if key not in world.pools:
+                del self._views[key]
+                self._versions.pop(key, None)
+        seen: set[str] = set()
+        for info in world.pods:
+            seen.add(info.uid)
+            replica = self._replicas.get(info.uid)
+            node_gone = info.node is not None and info.node not in world.nodes
+            if replica is not None:
+                if node_gone:
+                    self._lose(replica, at)
+                    continue
+                replica.info = info
+                replica.serving = info.ready and not info.terminating
+                continue
+            if info.uid in self._lost or node_gone or info.node is None or not info.ready:
+                continue
+            if info.terminating:
+                continue
+            view = self._views.get((info.namespace, info.pool))
+            if view is None or info.tier not in view.engines:
+                continue
+            params = view.engines[info.tier]
+            prompt, output = max(view.shapes.values(), key=lambda s: s[0] + s[1])
+            self._replicas[info.uid] = TwinReplica(
+                info=info,
+                engine=Replica(params, self._prompt, self._output, self, start=at),
+                params=params,
+                kv_tokens=view.kv_tokens.get(info.tier, DEFAULT_KV_TOKENS),
+                context_tokens=prompt + output / 2.0,
+                model_name=view.model_name,
+            )
+        for uid in [u for u in self._replicas if u not in seen]:
+            gone = self._replicas.pop(uid)  # deleted: finishes what it has, unobserved
+            if not gone.engine.idle:
+                self._draining.append(gone)
+        self._lost &= seen
+        for key, weights in world.routes.items():
+            if self._routes.get(key) != weights:
+                self._routes[key] = weights
+                self._route_log.append(
+                    RouteChange(at, key[0], key[1], weights, self._serving_counts(key))
+                )
+        for key in [k for k in self._routes if k not in world.routes]:
+            del self._routes[key]
+        self._write_targets()
+
+    def _serving_counts(self, key: tuple[str, str]) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for r in self._replicas.values():
+            if r.key == key and r.serving:
+                out[r.info.tier] = out.get(r.info.tier, 0) + 1
+        return out
+
+    def _lose(self, replica: TwinReplica, at: float) -> None:
+        """Its node vanished: queued requests go back to the gateway, running ones fail."""
+        del self._replicas[replica.info.uid]
+        self._lost.add(replica.info.uid)
+        waiting, cut = replica.engine.evict(at)
+        for request in cut:
+            self._cut_at[request] = at
+            self._count(request, "", "502")
+            if not self._first_seen[request]:  # a stream cut after its first token met TTFT
+                self._outcome(request, at, math.inf)
+        for request in waiting:
+            self._route(request, at)
+
+    # -- the gateway ----------------------------------------------------------------------
+
+    def _arrive(self, key: tuple[str, str], arrival: Arrival) -> None:
+        request = len(self._arrival)
+        self._arrival.append(arrival.time)
+        self._prompt.append(arrival.prompt_tokens)
+        self._output.append(arrival.output_tokens)
+        cls_key = (key[0], key[1], arrival.traffic_class)
+        self._class_of.append(cls_key)
+        self._pod_of.append(None)
+        self._first_seen.append(False)
+        gateway = self._gateway.setdefault(cls_key, GatewayClass())
+        gateway.tokens += arrival.prompt_tokens + arrival.output_tokens
+        self._route(request, arrival.time)
+
+    def _route(self, request: int, at: float) -> None:
+        namespace, pool, cls = self._class_of[request]
+        weights = self._routes.get((namespace, pool))
+        if weights is None:
+            self._fail(request, at, "404")
+            return
+        tiers = [(t, w) for t, w in weights.get(cls, {}).items() if w > 0]
+        if not tiers:
+            self._fail(request, at, "503")
+            return
+        x = self._route_rng.random() * sum(w for _, w in tiers)
+        pick = tiers[-1][0]
+        for tier, w in tiers:
+            if x < w:
+                pick = tier
+                break
+            x -= w
+        order = [pick] + [t for t, _ in sorted(tiers, key=lambda tw: -tw[1]) if t != pick]
+        for tier in order:
+            ready = [
+                r
+                for r in self._replicas.values()
+                if r.serving and r.info.tier == tier and r.key == (namespace, pool)
+            ]
+            if not ready:
+                continue
+            for r in ready:
+                r.engine.advance(at)
+            chosen = min(ready, key=lambda r: (r.engine.outstanding, r.info.name))
+            self._pod_of[request] = chosen
+            self._count(request, tier, "200")
+            chosen.engine.enqueue(request, at + chosen.params.overhead)
+            return
+        self._fail(request, at, "503")
+
+    def _fail(self, request: int, at: float, code: str) -> None:
+        self._count(request, "", code)
+        self._outcome(request, at, math.inf)
+
+    def _count(self, request: int, tier: str, code: str) -> None:
+        gateway = self._gateway.setdefault(self._class_of[request], GatewayClass())
+        gateway.requests[(tier, code)] = gateway.requests.get((tier, code), 0) + 1
+
+    def _outcome(self, request: int, at: float, ttft: float) -> None:
+        self._outcomes.setdefault(self._class_of[request], []).append((at, ttft))
+
+    # -- the engines report here (gpufleet.sim.replica.Recorder) ---------------------------
+
+    def first_token(self, request: int, time: float) -> None:
+        self._push(time, 0, request)
+
+    def completed(self, request: int, time: float) -> None:
+        self._push(time, 1, request)
+
+    def _push(self, at: float, kind: int, request: int) -> None:
+        self._seq += 1
+        heapq.heappush(self._events, (at, self._seq, kind, request))
+
+    def _release(self, now: float) -> None:
+        """Count what happened up to `now` (engines run steps that end a little later)."""
+        events = self._events
+        while events and events[0][0] <= now:
+            at, _, kind, request = heapq.heappop(events)
+            if at > self._cut_at.get(request, math.inf):
+                continue  # its node went away before this happened
+            pod = self._pod_of[request]
+            if pod is None:
+                continue
+            if kind == 0:
+                ttft = at - self._arrival[request]
+                self._first_seen[request] = True
+                pod.metrics.ttft.observe(ttft)
+                pod.metrics.prompt_tokens += self._prompt[request]
+                self._served[pod.key] = self._served.get(pod.key, 0) + self._prompt[request]
+                self._gateway[self._class_of[request]].ttft.observe(ttft)
+                self._outcome(request, at, ttft)
+            else:
+                pod.metrics.generation_tokens += self._output[request]
+                self._served[pod.key] = self._served.get(pod.key, 0) + self._output[request]
+                pod.metrics.success += 1
+
+    # -- serving metrics ------------------------------------------------------------------
+
+    def pod_metrics(self, namespace: str, name: str) -> str | None:
+        with self._lock:
+            replica = next(
+                (
+                    r
+                    for r in self._replicas.values()
+                    if r.info.namespace == namespace and r.info.name == name
+                ),
+                None,
+            )
+            if replica is None:
+                return None
+            engine = replica.engine
+            running = engine.outstanding - engine.waiting
+            kv = min(running * replica.context_tokens / replica.kv_tokens, 1.0)
+            return render_pod(replica.metrics, replica.model_name, running, engine.waiting, kv)
+
+    def gateway_metrics(self) -> str:
+        with self._lock:
+            return render_gateway(self._gateway)
+
+    def _write_targets(self) -> None:
+        address = f"127.0.0.1:{self.port}" if self._server is not None else ""
+        groups: list[dict[str, Any]] = [
+            {
+                "targets": [address],
+                "labels": {"__metrics_path__": "/gateway/metrics", "component": "gateway"},
+            }
+        ]
+        for r in sorted(self._replicas.values(), key=lambda r: (r.key, r.info.name)):
+            info = r.info
+            groups.append(
+                {
+                    "targets": [address],
+                    "labels": {
+                        "__metrics_path__": f"/pods/{info.namespace}/{info.name}/metrics",
+                        "namespace": info.namespace,
+                        "pod": info.name,
+                        "gpufleet_dev_pool": info.pool,
+                        "gpufleet_dev_tier": info.tier,
+                    },
+                }
+            )
+        text = json.dumps(groups, indent=1)
+        if text == self._targets_written:
+            return
+        self.targets_file.parent.mkdir(parents=True, exist_ok=True)
+        partial = self.targets_file.with_suffix(".tmp")
+        partial.write_text(text)
+        partial.replace(self.targets_file)
+        self._targets_written = text
+
+
+def _handler(twin: FleetTwin) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            path = self.path.split("?", 1)[0]
+            body: str | None
+            if path == "/gateway/metrics":
+                body = twin.gateway_metrics()
+            elif path == "/healthz":
+                body = "ok\n"
+            else:
+                parts = path.strip("/").split("/")
+                body = None
+                if len(parts) == 4 and parts[0] == "pods" and parts[3] == "metrics":
+                    body = twin.pod_metrics(parts[1], parts[2])
+            if body is None:
+                self.send_error(404)
+                return
+            data = body.encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return
+
+    return Handler
+
+
+# -- command line: gpufleet dev twin --------------------------------------------------------
+
+
+def add_twin_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG")
+    parser.add_argument(
+        "--load", type=Path, required=True, help="load schedule YAML (gpufleet.dev.loadstory)"
+    )
+    parser.add_argument(
+        "--targets-file",
+        type=Path,
+        required=True,
+        help="file_sd JSON to write (in a directory Prometheus's file_sd_configs reads)",
+    )
+    parser.add_argument("--port", type=int, default=0, help="metrics port on 127.0.0.1")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+
+
+def run_twin(args: argparse.Namespace) -> int:
+    from kubernetes import config
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    schedules = load_schedules(args.load)
+    api = config.new_client_from_config(
+        config_file=str(args.kubeconfig) if args.kubeconfig else None
+    )
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    twin = FleetTwin(api, targets_file=args.targets_file, port=args.port, seed=args.seed)
+    try:
+        twin.start()
+        began = time.monotonic()
+        for item in schedules:
+            source = PoissonLoad(
+                seed=args.seed + item.seed, schedule=item.schedule, offset_seconds=began
+            )
+            twin.set_load(item.namespace, item.pool, source)
+        print(f"Fleet twin serving metrics on {twin.url}; targets in {args.targets_file}")
+        sys.stdout.flush()
+        longest = max(s.schedule.seconds for s in schedules)
+        limit = args.duration if args.duration is not None else math.inf
+        while not stop.wait(1.0):
+            if time.monotonic() - began >= limit:
+                break
+        print(
+            f"Fleet twin stopped after {time.monotonic() - began:.0f} s (schedule {longest:.0f} s)"
+        )
+    finally:
+        twin.stop()
+        api.close()
+    return 0
