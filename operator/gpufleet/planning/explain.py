@@ -295,9 +295,11 @@ class Report:
                     if w > 0 and t != name and c.weights.get(name, 0) < 100
                 }
             )
+            asks = self.tiers[name].replicas
             parts.append(
                 f"{name}: {what}{seen.unschedulable_replicas} replicas unschedulable, planned "
                 f"at {cap} (Ready + starting)"
+                + (f", still asking for {asks}" if asks > cap else "")
                 + (f"; traffic overflows to {', '.join(others)}" if others else "")
             )
         reason = Reason.CAPACITY_LOST if preemptible else Reason.UNSCHEDULABLE

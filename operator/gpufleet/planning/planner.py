@@ -14,6 +14,11 @@ status) carries. One pass:
    within min/max replicas, reality caps (unschedulable replicas) and the budget, or the
    priority-ordered best it can (`optimizer`). Every class keeps at least one replica it
    can use unless it has a demand query that can see it wake (no scale to zero blind).
+   A capped tier is planned at what it really has (Ready + starting: traffic and the other
+   tiers' sizes take the overflow) but keeps asking for what it would need with its nodes
+   back: its pending replicas cost nothing and schedule the moment nodes return. Shrinking
+   its ask to the cap would make the pending pods, and so the cap, vanish and the next pass
+   scale up again (a scale-up retried every other pass).
 5. Stability: scale-down delay, traffic protection, make-before-break routing and integer
    weights (`stabilization`).
 6. Cost, $/Mtok, energy and carbon, predicted P99 per class, the conditions and a one-line
@@ -78,8 +83,12 @@ class Context:
     service: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> tier -> S
     rho: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> tier -> rho*
     best_effort: dict[str, float] = field(default_factory=dict)  # class -> relaxed objective
+    # Replicas the optimizer may plan on (capacity that runs: capped by reality).
     lower: dict[str, int] = field(default_factory=dict)
     upper: dict[str, int] = field(default_factory=dict)
+    # Replicas the Deployment may ask for (min/maxReplicas; pending ones included).
+    ask_lower: dict[str, int] = field(default_factory=dict)
+    ask_upper: dict[str, int] = field(default_factory=dict)
     capped: dict[str, int] = field(default_factory=dict)  # tier -> cap (ready + starting)
     lost: dict[str, int] = field(default_factory=dict)
     min_over_budget: bool = False
@@ -234,12 +243,16 @@ def _reality_caps(ctx: Context) -> None:
                 ctx.lost[tier.name] = max(0, min(seen.unschedulable_replicas, had))
         ctx.upper[tier.name] = upper
         ctx.lower[tier.name] = min(tier.min_replicas, upper)
+        ctx.ask_upper[tier.name] = tier.max_replicas
+        ctx.ask_lower[tier.name] = tier.min_replicas
         if tier.name not in ctx.models:  # nothing to plan it for: keep its minimum
             ctx.upper[tier.name] = ctx.lower[tier.name]
+            ctx.ask_upper[tier.name] = ctx.ask_lower[tier.name]
     budget = ctx.budget
     if budget is not None and sum(ctx.price(n) * ctx.lower[n] for n in ctx.names) > budget:
         ctx.min_over_budget = True
         ctx.lower = dict.fromkeys(ctx.names, 0)
+        ctx.ask_lower = dict.fromkeys(ctx.names, 0)
 
 
 # -- the three ways a pass decides -----------------------------------------------------------
@@ -265,19 +278,22 @@ def _decide(ctx: Context) -> Plan:
     ]
     solution = optimize(options, needs, ctx.budget)
     wanted = _keep_serving(ctx, dict(solution.replicas), demand)
+    asked = _asks(ctx, wanted, options, needs)
 
     decisions: dict[str, ScaleDecision] = {}
     for tier in ctx.tiers:
         before = ctx.before(tier.name)
         decisions[tier.name] = delay_scale_down(
             current=ctx.seen(tier.name).desired_replicas,
-            recommended=wanted[tier.name],
+            recommended=asked[tier.name],
             since=before.scale_down_since if before else None,
             highest_lower=before.scale_down_to if before else None,
             now=ctx.now,
             delay_seconds=ctx.spec.scaling.scale_down_delay_seconds,
         )
-    target = {n: min(max(d.replicas, ctx.lower[n]), ctx.upper[n]) for n, d in decisions.items()}
+    target = {
+        n: min(max(d.replicas, ctx.ask_lower[n]), ctx.ask_upper[n]) for n, d in decisions.items()
+    }
     headroomed = _loads(ctx, rates, 1 + ctx.headroom)
     protected = _protect_traffic(ctx, target, headroomed)
     target = _within_budget(ctx, target, wanted)
@@ -312,7 +328,7 @@ def _decide(ctx: Context) -> Plan:
 
 
 def _initial(ctx: Context) -> Plan:
-    target = _keep_serving(ctx, dict(ctx.lower), {}, initial=True)
+    target = _keep_serving(ctx, dict(ctx.ask_lower), {}, initial=True)
     target = _within_budget(ctx, target, target)
     weights = {c.name: _weights_for(ctx, c.name, {}, target) for c in ctx.classes}
     return _finish(ctx, target=target, weights=weights, demand={}, initial=True)
@@ -323,7 +339,7 @@ def _hold(ctx: Context) -> Plan:
     for tier in ctx.tiers:
         before = ctx.before(tier.name)
         count = before.desired_replicas if before else ctx.seen(tier.name).desired_replicas
-        kept[tier.name] = min(max(count, ctx.lower[tier.name]), ctx.upper[tier.name])
+        kept[tier.name] = min(max(count, ctx.ask_lower[tier.name]), ctx.ask_upper[tier.name])
     target = _keep_serving(ctx, kept, {})
     target = _within_budget(ctx, target, kept)
     weights = {}
@@ -346,6 +362,32 @@ def _demand_tokens(ctx: Context, cls: TrafficClass) -> float:
     if measured is None:  # not measurable this pass: plan for what was planned last time
         return ctx.previous_demand(cls.name)
     return max(measured.tokens_per_second, 0.0)
+
+
+def _asks(
+    ctx: Context,
+    wanted: Mapping[str, int],
+    options: list[TierOption],
+    needs: list[ClassNeed],
+) -> dict[str, int]:
+    """What each tier's Deployment asks for: the plan, and for a capped tier what it would
+    need with its nodes back (the optimizer without caps), so its pending replicas stay."""
+    asked = dict(wanted)
+    if not ctx.capped:
+        return asked
+    free = [
+        TierOption(o.name, o.price_per_replica_hour, ctx.ask_lower[o.name], ctx.ask_upper[o.name])
+        for o in options
+    ]
+    unbound = optimize(free, needs, ctx.budget)
+    for name in ctx.capped:
+        asked[name] = max(asked[name], unbound.replicas.get(name, 0))
+    return asked
+
+
+def running(ctx: Context, target: Mapping[str, int]) -> dict[str, int]:
+    """Replicas that can run of those asked for: a capped tier's pending ones cannot."""
+    return {n: min(target[n], ctx.capped.get(n, target[n])) for n in ctx.names}
 
 
 def _loads(ctx: Context, rates: Mapping[str, float], factor: float) -> dict[str, Load]:
@@ -408,6 +450,10 @@ def _within_budget(
     if budget is None:
         return target
     order = sorted(ctx.names, key=lambda n: (-ctx.price(n), ctx.names.index(n)))
+    for name in order:  # pending replicas of capped tiers first: they carry nothing now
+        floor = max(ctx.capped.get(name, target[name]), ctx.ask_lower[name])
+        while _cost(ctx, target) > budget + 1e-9 and target[name] > floor:
+            target[name] -= 1
     for name in order:
         while _cost(ctx, target) > budget + 1e-9 and target[name] > max(
             wanted.get(name, 0), ctx.lower[name]
@@ -466,7 +512,8 @@ def _finish(
     held: bool = False,
 ) -> Plan:
     decisions = decisions or {}
-    predicted = _predicted_p99(ctx, target, weights, demand)
+    runs = running(ctx, target)
+    predicted = _predicted_p99(ctx, runs, weights, demand)
     served = dict(solution.served) if solution else {}
     classes = {
         c.name: ClassPlan(
@@ -490,10 +537,10 @@ def _finish(
         )
         for n in ctx.names
     }
-    cost = _cost(ctx, target)
+    cost = _cost(ctx, runs)  # pending replicas cost nothing
     total = sum(demand.values())
     per_million = cost / (total * 3600 / 1e6) if total > 0 else None
-    energy = _energy(ctx, target, total)
+    energy = _energy(ctx, runs, total)
     report = explain.Report(
         ctx=ctx,
         tiers=tiers,

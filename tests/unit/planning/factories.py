@@ -110,9 +110,11 @@ def previous(
         tiers=[
             TierStatus(
                 name=n,
-                desired_replicas=(desired or {}).get(n, 0),
-                ready_replicas=(desired or {}).get(n, 0),
-                **(tiers or {}).get(n, {}),
+                **{
+                    "desired_replicas": (desired or {}).get(n, 0),
+                    "ready_replicas": (desired or {}).get(n, 0),
+                    **(tiers or {}).get(n, {}),
+                },
             )
             for n in names
         ],

@@ -30,6 +30,7 @@ from tests.unit.planning.factories import (
 pytestmark = pytest.mark.timeout(2)
 
 LIVE = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+ALONE = traffic_class("realtime", 100, priority=100)  # the only (so default) class
 
 
 def capacity_rps(
@@ -310,12 +311,99 @@ def test_unschedulable_replicas_cap_the_tier_and_traffic_overflows(
     tiers = {"rtx4090": {"desired_replicas": 10, "ready_replicas": 6, "unschedulable_replicas": 4}}
     seen = observe(s, {"realtime": 1000, "batch": 30000}, ready={"h100": 2}, tiers=tiers)
     p = plan(s, seen, previous({"h100": 2, "rtx4090": 10}, LIVE))
-    assert replicas(p)["rtx4090"] == 6
+    # Planned on the 6 it has; the Deployment keeps its 4 pending replicas (they cost
+    # nothing and schedule the moment nodes return).
     assert p.tiers["rtx4090"].capped_at == 6
+    assert replicas(p)["rtx4090"] >= 10
     assert p.tiers["rtx4090"].lost_replicas == lost
     assert replicas(p)["h100"] > 2, "the overflow is bought on the next eligible tier"
     assert p.degraded.status is True and p.degraded.reason is reason
     assert p.reason is Reason.OVERFLOW
+    assert p.cost_per_hour == pytest.approx(2.00 * replicas(p)["h100"] + 0.25 * 6)
+
+
+def _capped_passes(
+    s: Any, demand: dict[str, float], ready: int, nodes: int, passes: int, **observed: Any
+) -> list[Plan]:
+    """Passes over a tier 'h100' with GPUs for `nodes` replicas: what the Deployment asks
+    beyond them is Pending/Unschedulable, as the scheduler would leave it."""
+    status = previous({"h100": ready}, {}, tiers={"h100": {"ready_replicas": min(ready, nodes)}})
+    asked = ready
+    plans = []
+    for i in range(passes):
+        pending = max(asked - nodes, 0)
+        tiers = {
+            "h100": {
+                "desired_replicas": asked,
+                "ready_replicas": min(asked, nodes),
+                "unschedulable_replicas": pending,
+            }
+        }
+        seen = observe(s, demand, now=30 * i, tiers=tiers, **observed)
+        p = plan(s, seen, status)
+        plans.append(p)
+        status = status_from(p, seen)
+        asked = replicas(p)["h100"]
+    return plans
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [
+        pytest.param(MetricsState.AVAILABLE, id="metrics"),
+        pytest.param(MetricsState.NOT_CONFIGURED, id="no-metrics"),
+    ],
+)
+def test_a_tier_short_of_nodes_keeps_asking_for_its_minimum_and_does_not_oscillate(
+    metrics: MetricsState,
+) -> None:
+    # The reconciler's integration case: minReplicas 3, nodes for 2, no budget.
+    s = spec(tiers=[h100(minReplicas=3, maxReplicas=3)], classes=[ALONE], objectives={})
+    plans = _capped_passes(s, {"realtime": 1000}, ready=3, nodes=2, passes=6, metrics=metrics)
+    assert [replicas(p)["h100"] for p in plans] == [3] * 6
+    for p in plans:
+        assert p.tiers["h100"].capped_at == 2
+        assert p.degraded.status is True and p.degraded.reason is Reason.UNSCHEDULABLE
+        assert "still asking for 3" in p.degraded.message
+
+
+def test_a_capped_tier_shrinks_below_its_ask_only_after_the_scale_down_delay() -> None:
+    s = spec(tiers=[h100(minReplicas=1, maxReplicas=8)], classes=[ALONE])
+    # 6 asked, nodes for 4; demand now needs ~1 replica.
+    plans = _capped_passes(s, {"realtime": 1000}, ready=6, nodes=4, passes=12)
+    asks = [replicas(p)["h100"] for p in plans]
+    assert asks[0] == 6 and plans[0].tiers["h100"].scale_down_since is not None
+    assert asks[9] == 6, "held for scaleDownDelaySeconds (300 s = 10 passes)"
+    assert asks[10] < 4 and asks[11] == asks[10]
+    assert plans[11].tiers["h100"].capped_at is None
+    assert plans[11].degraded.status is False
+
+
+def test_a_capped_tier_asks_for_more_when_demand_grows() -> None:
+    s = spec(tiers=[h100(minReplicas=1, maxReplicas=8), rtx4090(maxReplicas=0)], classes=[ALONE])
+    low = _capped_passes(s, {"realtime": 1000}, ready=2, nodes=2, passes=1)[0]
+    assert replicas(low)["h100"] == 2 and low.tiers["h100"].capped_at is None
+    high = _capped_passes(s, {"realtime": 40000}, ready=3, nodes=2, passes=3)
+    wanted = replicas(high[0])["h100"]
+    assert wanted > 3 and [replicas(p)["h100"] for p in high] == [wanted] * 3
+    assert high[-1].objectives.status is False  # planned on 2: realtime short of capacity
+    assert high[-1].classes["realtime"].served_fraction < 1.0
+
+
+def test_pending_replicas_are_trimmed_first_to_fit_the_budget() -> None:
+    s = spec(
+        tiers=[h100(minReplicas=1, maxReplicas=8), rtx4090()],
+        objectives={"maxHourlyCost": "9.00"},
+    )
+    tiers = {
+        "h100": {"desired_replicas": 6, "ready_replicas": 2, "unschedulable_replicas": 4},
+        "rtx4090": {"desired_replicas": 8, "ready_replicas": 8},
+    }
+    seen = observe(s, {"realtime": 8000, "batch": 12000}, tiers=tiers)
+    p = plan(s, seen, previous({"h100": 6, "rtx4090": 8}, LIVE))
+    n = replicas(p)
+    assert 2.00 * n["h100"] + 0.25 * n["rtx4090"] <= 9.00 + 1e-9
+    assert n["rtx4090"] >= 4, "running replicas carry traffic; pending ones go first"
 
 
 # -- metrics ----------------------------------------------------------------------------------
