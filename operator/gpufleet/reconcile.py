@@ -91,6 +91,7 @@ def observe(
             requests_per_second=metrics.requests_per_second,
             requests_waiting=metrics.requests_waiting,
             kv_cache_usage=metrics.kv_cache_usage,
+            ttft_fraction_above=metrics.ttft_fraction_above,
         )
     return Observation(
         now=now,

@@ -1,7 +1,9 @@
 """Reads a pool's vLLM metrics from Prometheus (prometheus-api-client) for the planner.
 
 `PrometheusMetrics(url).read(pool, now)` returns a `MetricsReading`: per tier P99 TTFT,
-prompt and generated tokens/s, requests/s, queue and KV-cache use; per class demand and
+the share of first tokens slower than each TTFT bucket bound (exact where the P99 is
+interpolated, for feedback), prompt and generated tokens/s, requests/s, queue and KV-cache
+use; per class demand and
 observed P99; and whether any of it can be trusted (`MetricsState`):
 - Prometheus does not answer            -> UNREACHABLE
 - it answers with no series for the pool -> NO_DATA (the message says what the scrape
@@ -112,6 +114,7 @@ class PrometheusMetrics:
                     ("kv_cache_usage", queries.kv_cache),
                 )
             }
+            buckets = self._fraction_above(queries.ttft_buckets)
         except Unreachable as failed:
             return MetricsReading(
                 MetricsState.UNREACHABLE, f"Prometheus at {self.url} stopped answering: {failed}"
@@ -121,7 +124,8 @@ class PrometheusMetrics:
                 **{
                     field: (by_tier.get(t.name) if t.name in fresh else None)
                     for field, by_tier in values.items()
-                }
+                },
+                ttft_fraction_above=buckets.get(t.name, {}) if t.name in fresh else {},
             )
             for t in pool.spec.tiers
         }
@@ -165,6 +169,37 @@ class PrometheusMetrics:
                 continue
             if math.isfinite(value):
                 out[tier] = value
+        return out
+
+    def _fraction_above(self, query: str) -> dict[str, dict[float, float]]:
+        """tier -> {bucket bound: share of first tokens slower} from cumulative bucket rates.
+
+        A tier with no +Inf bucket or no request in the window has no entry.
+        """
+        cumulative: dict[str, dict[float, float]] = {}
+        result = self._query(query)
+        if not isinstance(result, list):
+            return {}
+        for series in result:
+            try:
+                tier = series["metric"][promql.TIER_LABEL]
+                bound = float(series["metric"]["le"])  # "+Inf" parses as inf
+                value = float(series["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                log.warning("Ignored a malformed series in the answer to %s", query)
+                continue
+            if math.isfinite(value) and not math.isnan(bound):
+                cumulative.setdefault(tier, {})[bound] = value
+        out: dict[str, dict[float, float]] = {}
+        for tier, counts in cumulative.items():
+            total = counts.get(math.inf)
+            if total is None or total <= 0:
+                continue
+            out[tier] = {
+                bound: min(max(1.0 - count / total, 0.0), 1.0)
+                for bound, count in sorted(counts.items())
+                if math.isfinite(bound)
+            }
         return out
 
     def _scalar(self, query: str) -> float | None:

@@ -72,6 +72,18 @@ def ttft_p99(sel: str, window_seconds: int) -> str:
     )
 
 
+def ttft_buckets(sel: str, window_seconds: int) -> str:
+    """Per tier and bucket bound `le`, the rate of first tokens at most that slow.
+
+    The share slower than a bound is exact (1 - bucket / +Inf bucket), unlike a quantile,
+    which Prometheus interpolates linearly inside a bucket: with vLLM's buckets a 2 s
+    objective sits inside (1, 2.5], where a true P99 of 1.0 s can read as 2.3 s.
+    """
+    return (
+        f"sum by ({TIER_LABEL}, le) (rate({series(TTFT_BUCKET, sel)}[{duration(window_seconds)}]))"
+    )
+
+
 def rate_by_tier(metric: str, sel: str, window_seconds: int) -> str:
     """Per-second rate of a counter, summed per tier."""
     return f"sum by ({TIER_LABEL}) (rate({series(metric, sel)}[{duration(window_seconds)}]))"
@@ -101,6 +113,7 @@ class PoolQueries:
 
     sample_age: str
     ttft_p99: str
+    ttft_buckets: str
     prompt_tokens: str
     generation_tokens: str
     requests: str
@@ -113,6 +126,7 @@ def pool_queries(namespace: str, pool: str, window_seconds: int) -> PoolQueries:
     return PoolQueries(
         sample_age=sample_age(sel),
         ttft_p99=ttft_p99(sel, window_seconds),
+        ttft_buckets=ttft_buckets(sel, window_seconds),
         prompt_tokens=rate_by_tier(PROMPT_TOKENS, sel, window_seconds),
         generation_tokens=rate_by_tier(GENERATION_TOKENS, sel, window_seconds),
         requests=rate_by_tier(REQUESTS, sel, window_seconds),

@@ -42,6 +42,10 @@ class TierObservation:
     requests_per_second: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None  # 0..1
+    # Histogram bucket bound (seconds) -> share of the tier's first tokens over the interval
+    # slower than it, read at vLLM's TTFT bucket bounds, where it is exact (no interpolation
+    # inside a bucket, unlike histogram_quantile). Empty: no data.
+    ttft_fraction_above: Mapping[float, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,8 @@ class TierMetrics:
     requests_per_second: float | None = None
     requests_waiting: float | None = None
     kv_cache_usage: float | None = None
+    # Bucket bound (seconds) -> share of first tokens slower than it (see TierObservation).
+    ttft_fraction_above: Mapping[float, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

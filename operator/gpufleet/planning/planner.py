@@ -41,7 +41,13 @@ from gpufleet.planning.capacity import (
     ReplicaModel,
     kwh_per_million_tokens,
 )
-from gpufleet.planning.feedback import next_capacity_factor
+from gpufleet.planning.feedback import (
+    LOADED_AT_LEAST,
+    LOADED_AT_MOST,
+    Signal,
+    next_capacity_factor,
+    signal,
+)
 from gpufleet.planning.model import (
     ClassPlan,
     MetricsState,
@@ -188,30 +194,77 @@ def _context(
 
 def _update_factors(ctx: Context) -> None:
     fresh = ctx.observation.metrics is MetricsState.AVAILABLE
-    objectives = {c.name: c.ttft_p99_milliseconds / 1000.0 for c in ctx.classes}
     for tier in ctx.tiers:
         before = ctx.before(tier.name)
         percent = before.capacity_factor_percent if before else 100
         model = ctx.models.get(tier.name)
         if fresh and model is not None:
-            seen = ctx.seen(tier.name)
-            served = [c for c in ctx.classes if ctx.previous_weights(c.name).get(tier.name, 0) > 0]
-            if served and seen.ready_replicas > 0 and seen.ttft_p99_seconds is not None:
-                tightest = min(served, key=lambda c: objectives[c.name])
-                within = True
-                if seen.requests_per_second is not None:
-                    current = model.with_capacity_factor(percent / 100.0)
-                    capacity = current.capacity_rps(objectives[tightest.name], *ctx.shape(tightest))
-                    within = seen.requests_per_second / seen.ready_replicas <= capacity * 1.05
-                percent = next_capacity_factor(
-                    percent,
-                    seen.ttft_p99_seconds,
-                    objectives[tightest.name],
-                    load_within_capacity=within,
-                )
+            percent = _feedback(ctx, tier, model, percent)
         ctx.factors[tier.name] = percent
         if model is not None:
             ctx.models[tier.name] = model.with_capacity_factor(percent / 100.0)
+
+
+def _feedback(ctx: Context, tier: Tier, model: ReplicaModel, percent: int) -> int:
+    """This pass's capacity factor of a tier from what it showed (`feedback`)."""
+    seen = ctx.seen(tier.name)
+    served = [c for c in ctx.classes if ctx.previous_weights(c.name).get(tier.name, 0) > 0]
+    if not served or seen.ready_replicas <= 0:
+        return percent
+    objectives = {c.name: c.ttft_p99_milliseconds / 1000.0 for c in served}
+    requests = (
+        None
+        if seen.requests_per_second is None
+        else seen.requests_per_second * ctx.spec.scaling.interval_seconds
+    )
+    evidence = signal(
+        fraction_above=seen.ttft_fraction_above,
+        p99_seconds=seen.ttft_p99_seconds,
+        tightest_seconds=min(objectives.values()),
+        loosest_seconds=max(objectives.values()),
+        requests=requests,
+    )
+    if evidence is not Signal.SLOW:
+        return next_capacity_factor(percent, evidence)
+    return next_capacity_factor(
+        percent, evidence, may_shrink=_may_shrink(ctx, tier, model, percent)
+    )
+
+
+def _may_shrink(ctx: Context, tier: Tier, model: ReplicaModel, percent: int) -> bool:
+    """Whether slow first tokens on this tier can be its capacity estimate's fault."""
+    seen = ctx.seen(tier.name)
+    before = ctx.before(tier.name)
+    if seen.starting_replicas > 0:
+        return False  # what last pass bought is not carrying load yet
+    if before is not None and seen.ready_replicas > before.ready_replicas:
+        return False  # became Ready within the last interval: not a full interval's load
+    current = model.with_capacity_factor(percent / 100.0)
+    served = [c for c in ctx.classes if ctx.previous_weights(c.name).get(tier.name, 0) > 0]
+    planned = min(
+        current.max_utilization(c.ttft_p99_milliseconds / 1000.0, *ctx.shape(c)) for c in served
+    )
+    if planned <= 0:
+        return True  # the profile says it cannot hold its objective: no load to compare
+    load = _utilization(seen, current, served, ctx)
+    if load is None:
+        return True
+    return LOADED_AT_LEAST * planned <= load <= LOADED_AT_MOST * planned
+
+
+def _utilization(
+    seen: TierObservation, model: ReplicaModel, served: list[TrafficClass], ctx: Context
+) -> float | None:
+    """The tier's utilization per Ready replica by the model, from its token rates (or,
+    without them, its request rate at the served classes' mean shape)."""
+    if seen.prompt_tokens_per_second is not None and seen.generation_tokens_per_second is not None:
+        work = seen.prompt_tokens_per_second * model.prefill_seconds_for(1.0)
+        work += seen.generation_tokens_per_second * model.service_seconds(0.0, 1.0)
+        return work / seen.ready_replicas
+    if seen.requests_per_second is not None:
+        seconds = max(model.service_seconds(*ctx.shape(c)) for c in served)
+        return seen.requests_per_second * seconds / seen.ready_replicas
+    return None
 
 
 def _class_capacity(ctx: Context, cls: TrafficClass) -> None:

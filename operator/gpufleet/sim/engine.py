@@ -28,7 +28,13 @@ from gpufleet.api.types import InferencePool
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.model import MetricsState, Observation, TierObservation
 from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
-from gpufleet.sim.metrics import Interval, Recorder, exact_quantile, histogram_quantile
+from gpufleet.sim.metrics import (
+    Interval,
+    Recorder,
+    exact_quantile,
+    fraction_above,
+    histogram_quantile,
+)
 from gpufleet.sim.policies import Decision, Policy, Seen, class_loads, demand_of
 from gpufleet.sim.replica import engine_params
 from gpufleet.sim.traces import STREAM_PREEMPTION, STREAM_ROUTING, Trace, rng
@@ -223,6 +229,7 @@ class _Run:
                 else None,
                 requests_per_second=rate(metrics.completed) if rate and metrics else None,
                 requests_waiting=float(sum(r.engine.waiting for r in ready)) if running else None,
+                ttft_fraction_above=fraction_above(metrics.ttft_samples) if metrics else {},
             )
             total = fleet.busy_seconds()
             busy[fleet.name] = (total - self.busy_mark[fleet.index]) / self.interval

@@ -5,7 +5,9 @@ stream of first-token and completion events. At each decision time the engine as
 the interval that just ended: only events before that time count, so the planner sees
 the past and nothing else. Latency quantiles are computed the way the operator reads them:
 `histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
-linear interpolation inside a bucket, not the exact sample quantile.
+linear interpolation inside a bucket, not the exact sample quantile. The share of requests
+slower than each bucket bound (`fraction_above`) is what the operator's adapter reads from
+the same buckets: exact at the bounds, in either metrics mode.
 """
 
 from __future__ import annotations
@@ -45,6 +47,16 @@ def histogram_quantile(q: float, samples: Sequence[float]) -> float | None:
             return lower + (upper - lower) * (rank - cumulative) / count
         cumulative += count
     return TTFT_BUCKETS[-1]
+
+
+def fraction_above(samples: Sequence[float]) -> dict[float, float]:
+    """Bucket bound -> share of `samples` above it (1 - bucket / +Inf bucket); {} if none."""
+    if not samples:
+        return {}
+    values = np.sort(np.asarray(samples, dtype=np.float64))
+    within = np.searchsorted(values, TTFT_BUCKETS, side="right")  # samples <= le
+    n = len(values)
+    return {le: float(1.0 - k / n) for le, k in zip(TTFT_BUCKETS, within.tolist(), strict=True)}
 
 
 def exact_quantile(q: float, samples: Sequence[float]) -> float | None:

@@ -259,3 +259,54 @@ def test_bad_answers_degrade_to_missing_values_never_raise(garbage: Any) -> None
     reading = read({"time() -": vector(h100=1, rtx4090=1), "prompt_tokens": garbage})
     assert reading.state is MetricsState.AVAILABLE
     assert reading.tiers["h100"].prompt_tokens_per_second is None
+
+
+def buckets(tier: str, **by_le: float) -> list[dict[str, Any]]:
+    return [
+        {
+            "metric": {
+                "gpufleet_dev_tier": tier,
+                "le": le.replace("_", ".").replace("inf", "+Inf"),
+            },
+            "value": [1.0, str(v)],
+        }
+        for le, v in by_le.items()
+    ]
+
+
+def test_the_bucket_query_sums_rates_by_tier_and_le() -> None:
+    assert promql.ttft_buckets(SEL, 30) == (
+        'sum by (gpufleet_dev_tier, le) (rate({__name__=~"vllm[:_]'
+        'time_to_first_token_seconds_bucket",namespace="llm",gpufleet_dev_pool="llama3-8b"}[30s]))'
+    )
+
+
+def test_the_share_slower_than_each_bucket_bound_is_read_exactly() -> None:
+    # 100 requests/s on the 4090s: 97 within 1 s, 99.5 within 2.5 s. histogram_quantile
+    # would put the P99 at 1 + 1.5 * 2 / 2.5 = 2.2 s (inside the bucket); the shares say
+    # exactly 3% are slower than 1 s and 0.5% slower than 2.5 s.
+    series = buckets("rtx4090", **{"0_5": 60.0, "1_0": 97.0, "2_5": 99.5, "inf": 100.0})
+    series += buckets("h100", **{"0_1": 0.0, "inf": 0.0})  # no request: no entry
+
+    def answer(query: str) -> Any:
+        if query.startswith("time() -"):
+            return vector(h100=1, rtx4090=1)
+        if query.startswith("sum by (gpufleet_dev_tier, le)"):
+            return series
+        return []
+
+    reading = read(answer)
+    shares = reading.tiers["rtx4090"].ttft_fraction_above
+    assert shares == {0.5: pytest.approx(0.4), 1.0: pytest.approx(0.03), 2.5: pytest.approx(0.005)}
+    assert reading.tiers["h100"].ttft_fraction_above == {}
+
+
+def test_a_stale_tier_has_no_bucket_shares() -> None:
+    series = buckets("rtx4090", **{"1_0": 9.0, "inf": 10.0})
+
+    def answer(query: str) -> Any:
+        if query.startswith("time() -"):
+            return vector(h100=1, rtx4090=900)
+        return series if query.startswith("sum by (gpufleet_dev_tier, le)") else []
+
+    assert read(answer).tiers["rtx4090"].ttft_fraction_above == {}

@@ -63,3 +63,19 @@ def test_the_exact_quantile_is_the_sample_quantile() -> None:
     samples = [0.07] * 98 + [0.3, 0.3]
     assert exact_quantile(0.99, samples) == pytest.approx(0.3)
     assert exact_quantile(0.99, []) is None
+
+
+def test_the_share_above_each_bucket_bound_is_exact_where_the_quantile_interpolates() -> None:
+    from gpufleet.sim.metrics import fraction_above
+
+    # 4% of requests at 1.02 s, the rest at 0.9 s: the true P99 is 1.02 s, but
+    # histogram_quantile interpolates inside (1, 2.5] and reads 2.125 s, above a 2 s
+    # objective. The shares are exact: 4% above 1 s, none above 2.5 s.
+    samples = [0.9] * 96 + [1.02] * 4
+    assert histogram_quantile(0.99, samples) == pytest.approx(2.125)
+    shares = fraction_above(samples)
+    assert shares[1.0] == pytest.approx(0.04)
+    assert shares[2.5] == 0.0
+    assert shares[0.75] == 1.0
+    assert fraction_above([0.1])[0.1] == 0.0  # le is "at most": a sample on a bound is within
+    assert fraction_above([]) == {}
