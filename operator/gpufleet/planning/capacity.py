@@ -20,6 +20,22 @@ prefill and decode comes from the GPU's compute (`gpufleet.planning.profiles`).
 A *capacity factor* (feedback from observed latency, 1.0 = the profile) scales the
 replica's speed: every time above is divided by it.
 
+Head-of-line blocking: vLLM prefills waiting prompts first come, first served, so a short
+prompt arriving behind (or during) the prefill of a long one waits for all of it. The fit
+holds that wait for the benchmark's own prompts; a class sharing replicas with a class of
+longer prompts waits for theirs:
+
+    head_of_line_seconds(P_other) = prefill(2 * P_other) - prefill(P_reference)
+
+(an arrival that lands in a prefill lands, on average, in a prompt twice the mean length
+when lengths vary as much as an exponential: long prompts take more of the time). Pass it
+as ``blocking_seconds`` to the latency and capacity methods. In the simulator's engine
+(`tests/unit/sim/test_head_of_line.py`), 2 req/s of realtime
+prompts (the Azure conversation trace's shortest 30%, mean 290 tokens) on one H100 PCIe
+hold a P99 of 49 ms alone and, beside the other 70% (mean 1,529 tokens, 20% above
+2,048), 66 ms at 0.2 batch req/s, 147 ms at 0.5, 189 ms at 1 and 277 ms at 2; the model
+says 33 + 151 = 184 ms: a 100 ms class cannot share a tier with them.
+
 Public API (the simulator codes against it; build a model with
 `gpufleet.planning.profiles.replica_model(tier, model_spec)`)::
 
@@ -31,6 +47,7 @@ Public API (the simulator codes against it; build a model with
     m.tpot_seconds(rate_rps, prompt_tokens, output_tokens) -> float        # mean; inf: saturated
     m.capacity_rps(ttft_objective_seconds, prompt_tokens, output_tokens) -> float  # 0: not eligible
     m.max_utilization(ttft_objective_seconds, prompt_tokens, output_tokens) -> float
+    m.head_of_line_seconds(other_prompt_tokens) -> float  # blocking_seconds= of the above
     m.tokens_per_second(rate_rps, prompt_tokens, output_tokens) -> float
     m.served_rps(offered_rps, prompt_tokens, output_tokens) -> float       # benchmark runs
     m.cost_per_million_tokens(price_per_replica_hour, rate_rps, prompt_tokens, output_tokens)
@@ -59,6 +76,9 @@ MAX_UTILIZATION = 0.95
 # fitted curve is an extrapolation, and a replica that may only be this busy is no use.
 MIN_ELIGIBLE_UTILIZATION = 0.10
 SECONDS_PER_HOUR = 3600.0
+# An arrival that lands in another class's prefill lands in a prompt this many times that
+# class's mean length (the size-biased mean of exponentially distributed lengths).
+HEAD_OF_LINE_LENGTH = 2.0
 
 
 @dataclass(frozen=True)
@@ -153,16 +173,28 @@ class ReplicaModel:
             / reference
         )
 
+    def head_of_line_seconds(self, other_prompt_tokens: float) -> float:
+        """Extra P99 wait behind another class's prompts of this mean length (0 if they are
+        no longer than the benchmark's, whose wait the fit already holds)."""
+        ahead = self.prefill_seconds_for(HEAD_OF_LINE_LENGTH * other_prompt_tokens)
+        return max(ahead - self.prefill_seconds_for(self.prompt_tokens), 0.0)
+
     def ttft_p99_at_utilization(
-        self, rho: float, prompt_tokens: float, output_tokens: float
+        self,
+        rho: float,
+        prompt_tokens: float,
+        output_tokens: float,
+        *,
+        blocking_seconds: float = 0.0,
     ) -> float:
-        """P99 TTFT of requests of this shape on a replica at utilization rho (any mix)."""
+        """P99 TTFT of requests of this shape on a replica at utilization rho (any mix),
+        `blocking_seconds` behind other classes' longer prompts."""
         pressure = queue_pressure(rho)
         if math.isinf(pressure):
             return math.inf
         queue = self._queue_seconds(prompt_tokens, output_tokens)
         growth = math.pow(pressure, self.fit.ttft_queue_exponent)
-        return self.ttft_base_seconds(prompt_tokens) + queue * growth
+        return self.ttft_base_seconds(prompt_tokens) + blocking_seconds + queue * growth
 
     def ttft_p99_seconds(
         self, rate_rps: float, prompt_tokens: float, output_tokens: float
@@ -185,14 +217,21 @@ class ReplicaModel:
     # -- capacity ------------------------------------------------------------------------
 
     def max_utilization(
-        self, ttft_objective_seconds: float, prompt_tokens: float, output_tokens: float
+        self,
+        ttft_objective_seconds: float,
+        prompt_tokens: float,
+        output_tokens: float,
+        *,
+        blocking_seconds: float = 0.0,
     ) -> float:
         """Highest utilization at which P99 TTFT of this shape holds the objective; 0 if none.
 
         Capped at MAX_UTILIZATION; 0 when the objective does not hold even at
-        MIN_ELIGIBLE_UTILIZATION (the tier is not eligible for the class).
+        MIN_ELIGIBLE_UTILIZATION (the tier is not eligible for the class). With
+        `blocking_seconds`: sharing the replica with a class of longer prompts.
         """
-        slack = ttft_objective_seconds - self.ttft_base_seconds(prompt_tokens)
+        base = self.ttft_base_seconds(prompt_tokens) + blocking_seconds
+        slack = ttft_objective_seconds - base
         if slack <= 0.0:
             return 0.0
         queue = self._queue_seconds(prompt_tokens, output_tokens)

@@ -9,6 +9,14 @@ tier's tokens/s is the sum of what each class's weight sends it:
 last planned demand: exact when the weights tell the classes apart, and when they do not
 (every class on the same tier), the split of the last pass is kept. Classes measured by
 their own query are subtracted first. A class with no weight anywhere cannot be seen: None.
+
+A saturated tier counts the tokens it *served*, its capacity, not its demand: the rest
+waits in its queue. `with_backlog` adds the tokens of the requests waiting there
+(`vllm:num_requests_waiting` times the tokens per request the tier served), spread over
+one decision interval, so that a tier short of replicas asks for enough to serve its
+demand and clear its queue rather than for what it already has. (On the Azure trace,
+without it, a fleet started for a quiet first interval saw its batch demand as a fifth of
+what it was for four minutes: 589 of its 674 batch misses in the simulator.)
 """
 
 from __future__ import annotations
@@ -56,3 +64,22 @@ def infer_demand(
         }
     result.update(demand)
     return result
+
+
+def with_backlog(
+    tokens_per_second: float | None,
+    requests_per_second: float | None,
+    requests_waiting: float | None,
+    seconds: float,
+) -> float | None:
+    """A tier's served tokens/s plus the tokens of its waiting requests over `seconds`.
+
+    Tokens per waiting request are those per request served; without served requests
+    (or without a queue reading) the served rate is returned as it is.
+    """
+    if tokens_per_second is None or not requests_waiting or requests_waiting <= 0:
+        return tokens_per_second
+    if not requests_per_second or requests_per_second <= 0 or seconds <= 0:
+        return tokens_per_second
+    per_request = tokens_per_second / requests_per_second
+    return tokens_per_second + requests_waiting * per_request / seconds

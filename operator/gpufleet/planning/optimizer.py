@@ -18,6 +18,16 @@ is the "fractions of a replica per class" rule (load_c / capacity_c summed over 
 fits the replicas), made strict: every class on a tier sees the same queue, so the tier's
 whole load must fit the tightest objective it serves.
 
+Head-of-line blocking: a class c waits behind the prefills of another class k's longer
+prompts when both share tier t, so its objective holds there only up to a lower
+utilization rho*[c,t|k] (`ClassNeed.shared_utilization`), or not at all (0):
+
+                load_t <= rho*[c,t|k] * y_t  if z[c,t] = z[k,t] = 1   (big-M on both)
+                z[c,t] + z[k,t] <= 1                        when rho*[c,t|k] = 0
+
+so a strict class is isolated from long prompts when sharing would break its tail, and
+shares a tier with them when the cost of that is worth it.
+
 When every class cannot be served (max replicas, budget, caps), classes are served in
 priority order: maximize the served tokens/s of the highest priority first, fix it, then
 the next, then minimize cost with all of that fixed. The plan never exceeds max replicas
@@ -29,7 +39,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -59,6 +69,9 @@ class ClassNeed:
     tokens_per_request: float
     service_seconds: Mapping[str, float]  # tier -> replica-seconds per request (eligible only)
     max_utilization: Mapping[str, float]  # tier -> rho* (eligible only, > 0)
+    # tier -> other class -> rho* of this class on that tier when the other class shares
+    # it (head-of-line blocking; 0: it cannot share); only where lower than max_utilization.
+    shared_utilization: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -76,10 +89,13 @@ class _Layout:
     tiers: tuple[TierOption, ...]
     classes: tuple[ClassNeed, ...]
     pairs: tuple[tuple[int, int], ...]  # (class index, tier index), eligible only
-    # Pairs whose class is stricter than the loosest class on that tier: only these need
-    # a binary "tier t serves class c"; the loosest objective holds whenever t serves
-    # anything (and trivially when it serves nothing).
+    # Pairs whose class is stricter than the loosest class on that tier, or that take part
+    # in head-of-line blocking: only these need a binary "tier t serves class c"; the
+    # loosest objective holds whenever t serves anything (and trivially when it serves
+    # nothing).
     binaries: tuple[int, ...]  # indexes into pairs
+    # (pair of the blocked class, pair of the class blocking it, rho* when they share).
+    blocking: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def n_y(self) -> int:
@@ -114,12 +130,22 @@ def _layout(tiers: Sequence[TierOption], active: tuple[ClassNeed, ...]) -> _Layo
         if c.max_utilization.get(t.name, 0.0) > 0 and t.max_replicas > 0
     )
     partial = _Layout(tuple(tiers), active, pairs, ())
+    index = {pair: k for k, pair in enumerate(pairs)}
+    names = {c.name: ci for ci, c in enumerate(active)}
+    blocking = []
+    for k, (ci, ti) in enumerate(pairs):
+        need, tier = active[ci], tiers[ti]
+        for other, rho in need.shared_utilization.get(tier.name, {}).items():
+            kj = index.get((names.get(other, -1), ti))
+            if kj is not None and kj != k and rho < need.max_utilization[tier.name] - 1e-9:
+                blocking.append((k, kj, max(rho, 0.0)))
+    involved = {k for k, _, _ in blocking} | {kj for _, kj, _ in blocking}
     binaries = tuple(
         k
         for k, (ci, ti) in enumerate(pairs)
-        if active[ci].max_utilization[tiers[ti].name] < partial.loosest(ti) - 1e-9
+        if active[ci].max_utilization[tiers[ti].name] < partial.loosest(ti) - 1e-9 or k in involved
     )
-    return _Layout(tuple(tiers), active, pairs, binaries)
+    return _Layout(tuple(tiers), active, pairs, binaries, tuple(blocking))
 
 
 def optimize(
@@ -255,6 +281,24 @@ def _solve(
         rows.append(link)
         lo.append(-np.inf)
         hi.append(0.0)
+    z_of = {k: j for j, k in enumerate(layout.binaries)}
+    for k, kj, rho in layout.blocking:  # head-of-line blocking between two classes
+        ti = layout.pairs[k][1]
+        zc, zk = layout.z(z_of[k]), layout.z(z_of[kj])
+        row = np.zeros(n)
+        if rho <= 0:  # they cannot share the tier
+            row[zc], row[zk] = 1.0, 1.0
+            rows.append(row)
+            lo.append(-np.inf)
+            hi.append(1.0)
+            continue
+        big_m = (layout.loosest(ti) - rho) * layout.tiers[ti].max_replicas + 1e-9
+        row = loads[ti].copy()
+        row[ti] = -rho
+        row[zc], row[zk] = big_m, big_m
+        rows.append(row)
+        lo.append(-np.inf)
+        hi.append(2 * big_m)
     if budget is not None:
         row = np.zeros(n)
         row[: layout.n_y] = prices

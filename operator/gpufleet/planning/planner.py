@@ -88,6 +88,8 @@ class Context:
     factors: dict[str, int] = field(default_factory=dict)
     service: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> tier -> S
     rho: dict[str, dict[str, float]] = field(default_factory=dict)  # class -> tier -> rho*
+    # class -> tier -> other class -> rho* when sharing the tier with it (head of line)
+    shared: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     best_effort: dict[str, float] = field(default_factory=dict)  # class -> relaxed objective
     # Replicas the optimizer may plan on (capacity that runs: capped by reality).
     lower: dict[str, int] = field(default_factory=dict)
@@ -188,6 +190,8 @@ def _context(
     _update_factors(ctx)
     for cls in ctx.classes:
         _class_capacity(ctx, cls)
+    for cls in ctx.classes:
+        _head_of_line(ctx, cls)
     _reality_caps(ctx)
     return ctx
 
@@ -282,6 +286,36 @@ def _class_capacity(ctx: Context, cls: TrafficClass) -> None:
     ctx.rho[cls.name] = {n: r for n, r in rho.items() if r > 0}
 
 
+def _objective(ctx: Context, cls: TrafficClass) -> float:
+    """The P99 a class is planned for: its objective, or its best-effort relaxation."""
+    return ctx.best_effort.get(cls.name, cls.ttft_p99_milliseconds / 1000.0)
+
+
+def _blocking(ctx: Context, tier: str, others: list[TrafficClass]) -> float:
+    """Head-of-line wait on a tier behind the longest prompts of `others`."""
+    model = ctx.models[tier]
+    return max((model.head_of_line_seconds(ctx.shape(c)[0]) for c in others), default=0.0)
+
+
+def _head_of_line(ctx: Context, cls: TrafficClass) -> None:
+    """rho* of a class on each eligible tier when another class shares it, where lower."""
+    shared: dict[str, dict[str, float]] = {}
+    for tier, rho in ctx.rho[cls.name].items():
+        for other in ctx.classes:
+            if other is cls or not ctx.eligible(other.name, tier):
+                continue
+            blocking = _blocking(ctx, tier, [other])
+            if blocking <= 0:
+                continue
+            model = ctx.models[tier]
+            limited = model.max_utilization(
+                _objective(ctx, cls), *ctx.shape(cls), blocking_seconds=blocking
+            )
+            if limited < rho - 1e-9:
+                shared.setdefault(tier, {})[other.name] = limited
+    ctx.shared[cls.name] = shared
+
+
 def _reality_caps(ctx: Context) -> None:
     for tier in ctx.tiers:
         seen = ctx.seen(tier.name)
@@ -322,6 +356,7 @@ def _decide(ctx: Context) -> Plan:
             tokens_per_request=sum(ctx.shape(c)),
             service_seconds={t: ctx.service[c.name][t] for t in ctx.rho[c.name]},
             max_utilization=ctx.rho[c.name],
+            shared_utilization=ctx.shared[c.name],
         )
         for c in ctx.classes
     ]
@@ -643,8 +678,8 @@ def _predicted_p99(
     weights: Mapping[str, Mapping[str, int]],
     demand: Mapping[str, float],
 ) -> dict[str, float | None]:
-    """Per class: the P99 of the slowest tier it is routed to, at the planned load (inf:
-    overloaded; None: routed nowhere)."""
+    """Per class: the P99 of the slowest tier it is routed to, at the planned load and
+    behind the other classes' prompts there (inf: overloaded; None: routed nowhere)."""
     rho = {}
     for name in ctx.names:
         work = sum(
@@ -663,7 +698,10 @@ def _predicted_p99(
             model = ctx.models.get(name)
             if weight <= 0 or model is None:
                 continue
-            p99 = model.ttft_p99_at_utilization(rho[name], *ctx.shape(cls))
+            others = [c for c in ctx.classes if c is not cls and weights[c.name].get(name, 0) > 0]
+            p99 = model.ttft_p99_at_utilization(
+                rho[name], *ctx.shape(cls), blocking_seconds=_blocking(ctx, name, others)
+            )
             worst = p99 if worst is None else max(worst, p99)
         predicted[cls.name] = worst
     return predicted

@@ -6,6 +6,8 @@
   move first, replicas go in a later pass (`protect_traffic`).
 - Weights move only onto Ready replicas (make before break): a tier's share of each class
   is bounded by its Ready capacity (`route_on_ready`); new replicas get traffic once Ready.
+  While they start, a class stays where it is or goes where the plan sends it, never onto
+  a tier neither gives it (that tier may serve a class its prompts would block).
 - Integer weights per class summing to 100, by largest remainder (`integer_weights`).
 """
 
@@ -100,12 +102,12 @@ def route_on_ready(
     and its weights should point where replicas are coming.
     """
     result = {c: dict(v) for c, v in targets.items()}
-    routable = [
-        c
-        for c in targets
-        if targets[c]
-        and any(capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0 for t in tiers)
-    ]
+
+    def usable(c: str, t: str) -> bool:  # Ready, eligible, and planned or live for c
+        planned = targets[c].get(t, 0.0) > 0 or current.get(c, {}).get(t, 0.0) > 0
+        return planned and capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0
+
+    routable = [c for c in targets if targets[c] and any(usable(c, t) for t in tiers)]
     if not routable:
         return result
     # Fast path: the targets already fit Ready capacity.
@@ -115,12 +117,7 @@ def route_on_ready(
         for t in tiers
     ):
         return result
-    pairs = [
-        (c, t)
-        for c in routable
-        for t in tiers
-        if capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0
-    ]
+    pairs = [(c, t) for c in routable for t in tiers if usable(c, t)]
 
     def work(c: str, t: str) -> float:  # replicas one whole class would take on tier t
         load = loads[c]

@@ -33,7 +33,7 @@ import numpy as np
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import Accelerator, InferencePool, InferencePoolSpec, Tier
 from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
-from gpufleet.planning.demand import infer_demand
+from gpufleet.planning.demand import infer_demand, with_backlog
 from gpufleet.planning.model import ClassDemand, Observation, Plan, TierObservation
 from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
 from gpufleet.planning.planner import BEST_EFFORT_SLACK
@@ -176,8 +176,9 @@ def operator_view(
 
     Mirrors `gpufleet.adapters.prometheus` (which the simulator may not import): a class
     with a demandQuery is measured (here: its true demand); the others are inferred from
-    the tiers' token rates and the live weights by `gpufleet.planning.demand.infer_demand`,
-    started from the demand last planned. A class's P99 is the worst P99 of the tiers its
+    the tiers' token rates (plus their waiting requests' tokens, `with_backlog`) and the
+    live weights by `gpufleet.planning.demand.infer_demand`, started from the demand last
+    planned. A class's P99 is the worst P99 of the tiers its
     live weights send it to.
     """
     spec = pool.spec
@@ -193,9 +194,15 @@ def operator_view(
         for c in spec.traffic_classes
     }
     parts = {}
+    interval = float(spec.scaling.interval_seconds)
     for prompt_part in (True, False):
         per_tier = {
-            name: t.prompt_tokens_per_second if prompt_part else t.generation_tokens_per_second
+            name: with_backlog(
+                t.prompt_tokens_per_second if prompt_part else t.generation_tokens_per_second,
+                t.requests_per_second,
+                t.requests_waiting,
+                interval,
+            )
             for name, t in observation.tiers.items()
         }
 

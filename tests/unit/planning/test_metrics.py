@@ -212,7 +212,9 @@ def test_reads_tiers_and_infers_demand() -> None:
     assert reading.tiers["h100"].ttft_p99_seconds == 0.03
     assert reading.tiers["rtx4090"].ttft_p99_seconds is None  # NaN: no request finished
     assert reading.demand["realtime"].tokens_per_second == pytest.approx(1000)
-    assert reading.demand["batch"].tokens_per_second == pytest.approx(6000)
+    # The 4090s served 6000 tokens/s (400 per request) and hold 7 waiting requests:
+    # demand the next interval must also serve.
+    assert reading.demand["batch"].tokens_per_second == pytest.approx(6000 + 7 * 400 / 30)
     assert reading.class_ttft_p99_seconds == {"realtime": 0.03, "batch": None}
 
 
@@ -310,3 +312,35 @@ def test_a_stale_tier_has_no_bucket_shares() -> None:
         return series if query.startswith("sum by (gpufleet_dev_tier, le)") else []
 
     assert read(answer).tiers["rtx4090"].ttft_fraction_above == {}
+
+
+@pytest.mark.parametrize(
+    ("tokens", "rps", "waiting", "expected"),
+    [
+        pytest.param(3000.0, 2.0, 0.0, 3000.0, id="no-queue"),
+        pytest.param(3000.0, 2.0, 60.0, 3000.0 + 60 * 1500 / 30, id="queue-cleared-in-an-interval"),
+        pytest.param(3000.0, 0.0, 60.0, 3000.0, id="nothing-served-no-size-known"),
+        pytest.param(None, 2.0, 60.0, None, id="no-rate"),
+    ],
+)
+def test_a_saturated_tier_counts_its_queue_as_demand(
+    tokens: float | None, rps: float, waiting: float, expected: float | None
+) -> None:
+    from gpufleet.planning.demand import with_backlog
+
+    got = with_backlog(tokens, rps, waiting, 30.0)
+    assert got == (None if expected is None else pytest.approx(expected))
+
+
+def test_the_adapter_adds_waiting_requests_to_inferred_demand() -> None:
+    # The 4090s serve 3000 prompt tokens/s (2 req/s of 1500) with 60 requests waiting.
+    answers = {
+        "time() -": vector(h100=1, rtx4090=1),
+        "prompt_tokens": vector(h100=0, rtx4090=3000),
+        "generation_tokens": vector(h100=0, rtx4090=0),
+        "request_success": vector(h100=0, rtx4090=2),
+        "waiting": vector(h100=0, rtx4090=60),
+    }
+    batch = read(answers).demand["batch"]
+    assert batch is not None
+    assert batch.tokens_per_second == pytest.approx(3000 + 60 * 1500 / 30)

@@ -79,3 +79,48 @@ def test_zero_demand_buys_nothing_above_minimum() -> None:
 def test_same_problem_same_answer() -> None:
     classes = [need("tight", 3, tight=True, priority=5), need("batch", 33)]
     assert optimize([FAST, CHEAP], classes, 20.0) == optimize([FAST, CHEAP], classes, 20.0)
+
+
+def _blocked(rho: float) -> ClassNeed:
+    """tight, whose objective holds on "fast" only up to `rho` beside batch's prompts."""
+    base = need("tight", 4, tight=True)
+    return ClassNeed(
+        name=base.name,
+        priority=base.priority,
+        rate_rps=base.rate_rps,
+        tokens_per_request=base.tokens_per_request,
+        service_seconds=base.service_seconds,
+        max_utilization=base.max_utilization,
+        shared_utilization={"fast": {"batch": rho}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("rho", "batch_on_fast"),
+    [
+        pytest.param(0.5, True, id="no-blocking-shares"),
+        pytest.param(0.45, False, id="blocking-leaves-no-room-isolates"),
+        pytest.param(0.0, False, id="cannot-share-isolates"),
+    ],
+)
+def test_head_of_line_blocking_keeps_a_tight_class_away_from_long_prompts(
+    rho: float, batch_on_fast: bool
+) -> None:
+    # tight alone: 0.4 of a fast replica (50% allowed). Sharing the one replica it needs
+    # with 1 req/s of batch (0.1 more) is free, unless batch's prompts block tight.
+    s = optimize([FAST, CHEAP], [_blocked(rho), need("batch", 1)], None)
+    assert s.replicas["fast"] == 1
+    assert (s.routing["batch"].get("fast", 0.0) > 0) is batch_on_fast
+    if not batch_on_fast:
+        assert s.replicas["cheap"] == 1  # batch pays for its own replica
+
+
+def test_blocking_that_only_lowers_utilization_still_allows_sharing_within_it() -> None:
+    # Beside batch, tight holds up to 48%: 0.4 + 0.05 of batch fits its one fast replica.
+    s = optimize([FAST, CHEAP], [_blocked(0.48), need("batch", 0.5)], None)
+    assert s.replicas == {"fast": 1, "cheap": 0}
+    assert s.routing["batch"] == {"fast": 1.0}
+    # 1 req/s of batch would take it to 0.5 > 0.48: batch gets its own replica instead.
+    s = optimize([FAST, CHEAP], [_blocked(0.48), need("batch", 1.0)], None)
+    assert s.replicas == {"fast": 1, "cheap": 1}
+    assert s.routing["batch"] == {"cheap": 1.0}

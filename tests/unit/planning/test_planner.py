@@ -109,6 +109,52 @@ def test_prompt_length_can_move_a_class_off_a_tier() -> None:
     assert weights(p)["batch"] == {"h100": 100}  # a 4090 needs ~270 ms to prefill 1000 tokens
 
 
+# -- head-of-line blocking --------------------------------------------------------------------
+
+SHORT = {"meanPromptTokens": 290, "meanOutputTokens": 112}  # the Azure trace's shortest 30%
+LONG = {"meanPromptTokens": 1525, "meanOutputTokens": 254}  # the other 70%
+
+
+def test_a_strict_class_is_not_shared_with_prompts_that_would_block_it() -> None:
+    # One H100 has room for both (the optimizer used to fill it with batch), but realtime
+    # would wait behind batch's 1,525-token prefills: batch gets 4090s of its own.
+    s = spec(classes=[realtime(**SHORT), batch(**LONG)])
+    p = steady({"realtime": 400, "batch": 2000}, pool_spec=s, running={"h100": 1})
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    assert replicas(p) == {"h100": 1, "rtx4090": 1}
+    predicted = p.classes["realtime"].predicted_ttft_p99_seconds
+    assert predicted is not None and predicted < 0.1
+
+
+def test_classes_with_short_prompts_still_share_a_tier() -> None:
+    s = spec(classes=[realtime(**SHORT), batch(meanPromptTokens=200, meanOutputTokens=200)])
+    p = steady({"realtime": 400, "batch": 1000}, pool_spec=s, running={"h100": 1})
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    assert replicas(p) == {"h100": 1, "rtx4090": 0}
+
+
+def test_predicted_p99_counts_the_wait_behind_other_classes_prompts() -> None:
+    s = spec(classes=[realtime(**SHORT), batch(**LONG)])
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    # Metrics gone: the previous (shared) routing is kept, and its prediction says why not.
+    seen = observe(s, {}, ready={"h100": 2}, metrics=MetricsState.UNREACHABLE)
+    p = plan(s, seen, previous({"h100": 2}, live, demands={"realtime": 400, "batch": 2000}))
+    predicted = p.classes["realtime"].predicted_ttft_p99_seconds
+    assert predicted is not None and predicted > 0.1
+
+
+def test_traffic_waiting_for_replicas_does_not_spill_onto_a_strict_class_tier() -> None:
+    s = spec(classes=[realtime(**SHORT), batch(**LONG)])
+    tiers = {
+        "h100": {"desired_replicas": 3, "ready_replicas": 3},
+        "rtx4090": {"desired_replicas": 8, "ready_replicas": 2, "starting_replicas": 6},
+    }
+    seen = observe(s, {"realtime": 400, "batch": 20000}, tiers=tiers)
+    p = plan(s, seen, previous({"h100": 3, "rtx4090": 8}, LIVE))
+    # The idle H100s could take batch now, and realtime would pay for it.
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+
+
 # -- limits -----------------------------------------------------------------------------------
 
 
