@@ -49,10 +49,18 @@ def test_a_short_synthetic_trace_compares_every_policy(tmp_path: Path) -> None:
         assert policy["kwhPerMillionTokens"] > 0, name
     ours = report["policies"]["gpufleet"]
     assert ours["costRatioToGpufleet"] == pytest.approx(1.0)
-    # The oracle is the lower bound on cost of the policies that use the H100 for realtime.
-    oracle = report["policies"]["oracle"]["costPerMillionTokens"]
-    for name in ("gpufleet", "h100-only", "static-split", "utilization"):
-        assert oracle <= report["policies"][name]["costPerMillionTokens"] * 1.0001, name
+    # The oracle meets each class's objective or, where the prompts forbid it, comes
+    # close to the ceiling they allow; no policy serving as well costs less.
+    oracle = report["policies"]["oracle"]
+    for name, c in oracle["classes"].items():
+        assert c["sloAttainment"] >= 0.97 * report["attainmentCeiling"][name], name
+    for name, policy in report["policies"].items():
+        as_good = all(
+            policy["classes"][c]["sloAttainment"] >= oracle["classes"][c]["sloAttainment"]
+            for c in oracle["classes"]
+        )
+        if as_good:
+            assert oracle["costPerMillionTokens"] <= policy["costPerMillionTokens"] * 1.0001, name
     # A 4090 cannot hold 100 ms for these prompts: its realtime attainment collapses.
     assert report["policies"]["rtx4090-only"]["classes"]["realtime"]["sloAttainment"] < 0.5
     assert [line["verdict"] in ("PASS", "MISS") for line in report["bar"]] == [True] * 3

@@ -136,12 +136,21 @@ def bar(summaries: Sequence[Summary]) -> list[Criterion]:
     oracle = by_name.get("oracle")
     if oracle is not None:
         ratio = ours.ratio_to(oracle)
+        attains = ", ".join(f"{n} {c.attainment:.2%}" for n, c in oracle.classes.items())
+        short = [
+            n
+            for n, c in ours.classes.items()
+            if n in oracle.classes and c.attainment < oracle.classes[n].attainment - 0.005
+        ]
+        caveat = (
+            f"; gpufleet attains less for {', '.join(short)}: not the same service" if short else ""
+        )
         criteria.append(
             Criterion(
                 f"gpufleet $/Mtok <= {BAR_COST_OVER_ORACLE:g}x the oracle's",
                 ratio <= BAR_COST_OVER_ORACLE,
                 f"{ratio:.2f}x (${ours.cost_per_million_tokens:.4f} vs "
-                f"${oracle.cost_per_million_tokens:.4f})",
+                f"${oracle.cost_per_million_tokens:.4f}; the oracle attains {attains})" + caveat,
             )
         )
     return criteria

@@ -74,6 +74,12 @@ def test_the_bar_says_pass_or_miss_per_criterion() -> None:
     verdicts = [c.verdict for c in bar([pricey, oracle])]
     assert verdicts == ["MISS", "PASS", "MISS"]
     assert "1.20x" in bar([pricey, oracle])[2].detail
+    assert "the oracle attains realtime 100.00%, batch 100.00%" in lines[2].detail
+    # Cheaper than the oracle by serving realtime worse is said to be so.
+    cheap = summarize(_result("gpufleet", slow, ok, hours=0.5), spec)
+    cost = bar([cheap, oracle])[2]
+    assert cost.verdict == "PASS"
+    assert cost.detail.endswith("gpufleet attains less for realtime: not the same service")
 
 
 def test_the_table_puts_every_policy_side_by_side_with_its_ratio() -> None:
