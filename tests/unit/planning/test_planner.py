@@ -577,6 +577,17 @@ def test_a_p99_interpolated_above_the_objective_is_not_a_violation() -> None:
     assert factor == 100
 
 
+def test_a_tail_heavy_inside_the_objectives_bucket_shrinks() -> None:
+    # Batch (2 s) on the H100: 30% slower than 1 s, 0.8% slower than 2.5 s. On an
+    # exponential tail between the bounds ~2.7% are slower than 2 s: a violation the
+    # upper bracket alone cannot see. 4% slower than 1 s and none above 2.5 s is not.
+    live = {"realtime": {"h100": 0}, "batch": {"h100": 100}}
+    heavy = {0.08: 0.9, 0.1: 0.8, 1.0: 0.30, 2.5: 0.008}
+    light = {0.08: 0.9, 0.1: 0.8, 1.0: 0.04, 2.5: 0.0}
+    assert _feedback(live=live, ttft_fraction_above=heavy, requests_per_second=PLANNED) == 90
+    assert _feedback(live=live, ttft_fraction_above=light, requests_per_second=PLANNED) == 100
+
+
 def test_a_tier_serving_several_objectives_shrinks_only_when_the_loosest_is_missed() -> None:
     live = {"realtime": {"h100": 100}, "batch": {"h100": 100}}
     # 5% over 100 ms: realtime's or batch's requests? The histogram cannot say.
