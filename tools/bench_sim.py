@@ -88,6 +88,7 @@ def reading(outcome: Outcome) -> str:
 
     by_name = {s.policy: s for s in outcome.summaries}
     ours, oracle = by_name.get("gpufleet"), by_name.get("oracle")
+    early = _early_misses(outcome)
     lines = []
     for name, ceiling in outcome.meta["attainmentCeiling"].items():
         got = f"gpufleet {ours.classes[name].attainment:.2%}" if ours else ""
@@ -101,7 +102,39 @@ def reading(outcome: Outcome) -> str:
             )
         else:
             lines.append(f"- {name}: every prompt can make its objective; {got}{best}.")
+        if name in early and early[name][1]:
+            first, total = early[name]
+            lines[-1] += (
+                f" {first} of gpufleet's {total} {name} misses fall in the first "
+                f"{EARLY_SECONDS / 60:.0f} minutes, while the trace ramps up from a quiet "
+                "first interval (the warm start) and new replicas take 76 s to load."
+            )
     return "\n".join(lines)
+
+
+EARLY_SECONDS = 300.0
+
+
+def _early_misses(outcome: Outcome) -> dict[str, tuple[int, int]]:
+    """Per class: gpufleet's misses in the first EARLY_SECONDS, and in all."""
+    import numpy as np
+
+    from gpufleet.sim.metrics import Fate
+    from gpufleet.sim.traces import read_azure
+
+    result = next((r for r in outcome.results if r.policy == "gpufleet"), None)
+    if result is None:
+        return {}
+    arrival = read_azure(TRACE).arrival_seconds  # class assignment keeps the order
+    if len(arrival) != len(result.ttft):
+        return {}
+    out = {}
+    for ci, name in enumerate(result.classes):
+        objective = next(c for c in outcome.spec.traffic_classes if c.name == name)
+        late = ~(result.ttft <= objective.ttft_p99_milliseconds / 1000) | (result.fate == Fate.CUT)
+        missed = (result.class_of == ci) & late
+        out[name] = (int(np.sum(missed & (arrival < EARLY_SECONDS))), int(np.sum(missed)))
+    return out
 
 
 def section(
