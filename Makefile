@@ -93,3 +93,7 @@ bench-operator: tools ## Operator: 200 pools on the local control plane; writes 
 
 .PHONY: bench
 bench: bench-planner bench-sim bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
+
+.PHONY: demo
+demo: tools ## The closed loop: plane, Prometheus, fleet twin and operator under a load story (~6 min)
+	$(VENV)/bin/gpufleet dev demo --config examples/demo/demo.yaml --output-dir out/demo
