@@ -7,7 +7,9 @@ a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
   operator wrote. A pod that has been Ready on a node that still exists is a replica; it
   serves while it is Ready and not terminating. A pod bound to a node that is gone stops at
   once (its queued requests go back to the gateway, those mid-decode fail), as a vanished
-  consumer GPU box would, although its Pod object stays Running for another minute.
+  consumer GPU box would, although its Pod object stays Running for another minute. If a
+  node of that name comes back while the pod object still exists, its kubelet runs the pod
+  again: it serves again, as a fresh replica.
 - It plays the gateway: each pool's load (`gpufleet.dev.loadstory`: tokens/s per class over
   time, or a trace) is split per class by the weights of the pool's HTTPRoute, and within a
   tier to the serving replica with the fewest requests in flight. A tier picked with no
@@ -146,7 +148,6 @@ class FleetTwin:
         self._routes: dict[tuple[str, str], Mapping[str, Mapping[str, int]]] = {}
         self._replicas: dict[str, TwinReplica] = {}  # by pod uid
         self._draining: list[TwinReplica] = []
-        self._lost: set[str] = set()  # uids of pods whose node vanished: never again
         self._loads: dict[tuple[str, str], LoadSource] = {}
         self._gateway: dict[tuple[str, str, str], GatewayClass] = {}
         self._route_log: list[RouteChange] = []
@@ -366,7 +367,7 @@ class FleetTwin:
                 replica.info = info
                 replica.serving = info.ready and not info.terminating
                 continue
-            if info.uid in self._lost or node_gone or info.node is None or not info.ready:
+            if node_gone or info.node is None or not info.ready:
                 continue
             if info.terminating:
                 continue
@@ -387,7 +388,6 @@ class FleetTwin:
             gone = self._replicas.pop(uid)  # deleted: finishes what it has, unobserved
             if not gone.engine.idle:
                 self._draining.append(gone)
-        self._lost &= seen
         for key, weights in world.routes.items():
             if self._routes.get(key) != weights:
                 self._routes[key] = weights
@@ -408,7 +408,6 @@ class FleetTwin:
     def _lose(self, replica: TwinReplica, at: float) -> None:
         """Its node vanished: queued requests go back to the gateway, running ones fail."""
         del self._replicas[replica.info.uid]
-        self._lost.add(replica.info.uid)
         waiting, cut = replica.engine.evict(at)
         for request in cut:
             self._cut_at[request] = at
@@ -600,22 +599,6 @@ def _handler(twin: FleetTwin) -> type[BaseHTTPRequestHandler]:
 
 
 # -- command line: gpufleet dev twin --------------------------------------------------------
-
-
-def add_twin_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG")
-    parser.add_argument(
-        "--load", type=Path, required=True, help="load schedule YAML (gpufleet.dev.loadstory)"
-    )
-    parser.add_argument(
-        "--targets-file",
-        type=Path,
-        required=True,
-        help="file_sd JSON to write (in a directory Prometheus's file_sd_configs reads)",
-    )
-    parser.add_argument("--port", type=int, default=0, help="metrics port on 127.0.0.1")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
 
 
 def run_twin(args: argparse.Namespace) -> int:
