@@ -78,10 +78,11 @@ class Sample:
             f"{k}={s}({r})" for k, (s, r) in self.conditions.items() if k != "RoutingApplied"
         )
         cost = "-" if self.cost_per_hour is None else f"${self.cost_per_hour:.2f}/h"
+        serving = " ".join(f"{t}:{n}" for t, n in sorted(self.serving.items()))
         return (
             f"t={self.at - t0:6.1f}s {self.phase[:14]:<14} {' '.join(map(str, self.tiers)):<34} "
             f"{self.weights_text():<44} p99 {self.p99_text():<34} {cost:<9} "
-            f"{self.decision:<18} {conditions}"
+            f"{self.decision:<18} {conditions} twin serving {serving or '-'}"
         )
 
 
