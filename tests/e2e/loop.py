@@ -1,0 +1,201 @@
+"""The closed loop for e2e scenarios: Prometheus, the fleet twin and the real operator on the plane.
+
+One `Loop` per module (the pieces take ~10 s to start and are shared); each scenario gets a
+namespace and a pool of its own, and a `Timeline` that samples what a user would look at
+(`gpufleet.dev.fleetview.Sample`) every second and prints it at the end, pass or fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import yaml
+from kubernetes import client
+
+from gpufleet.dev.demo import DemoConfig, pool_body
+from gpufleet.dev.fleetview import Sample, sample
+from gpufleet.dev.loadstory import ClassLoad
+from gpufleet.dev.prometheus import PrometheusServer, free_port
+from gpufleet.dev.twin import FleetTwin
+from tests.harness import OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+DEMO_CONFIG = ROOT / "examples" / "demo" / "demo.yaml"
+T = TypeVar("T")
+
+
+@dataclass
+class Loop:
+    """Everything a scenario drives; the pool is the demo's (examples/demo/demo.yaml)."""
+
+    plane: Any
+    api: Any
+    prometheus: PrometheusServer
+    twin: FleetTwin
+    operator: OperatorProcess
+    config: DemoConfig = field(default_factory=lambda: DemoConfig.load(DEMO_CONFIG))
+
+    @property
+    def interval(self) -> float:
+        return float(self.config.overlay["spec"]["scaling"]["intervalSeconds"])
+
+    def apply_pool(self, namespace: str, overlay: dict[str, Any] | None = None) -> str:
+        body = pool_body(self.config, namespace, overlay)
+        self.plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(body))
+        return str(body["metadata"]["name"])
+
+    def load(self, namespace: str, name: str, **tokens_per_second: float) -> None:
+        self.twin.poisson(namespace, name).set(
+            {cls: ClassLoad(v) for cls, v in tokens_per_second.items()}
+        )
+
+    def sample(self, namespace: str, name: str, phase: str = "") -> Sample:
+        return sample(
+            self.api,
+            namespace,
+            name,
+            query=self.prometheus.query,
+            serving=self.twin.serving(namespace, name),
+            phase=phase,
+        )
+
+    def deployment_replicas(self, namespace: str, name: str) -> dict[str, int]:
+        apps = client.AppsV1Api(self.api)
+        found = apps.list_namespaced_deployment(
+            namespace, label_selector=f"gpufleet.dev/pool={name}"
+        )
+        return {
+            d.metadata.labels["gpufleet.dev/tier"]: int(d.spec.replicas or 0) for d in found.items
+        }
+
+    def events(self, namespace: str, name: str) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the pool's Events, oldest first."""
+        listed = client.CoreV1Api(self.api).list_namespaced_event(
+            namespace, field_selector=f"involvedObject.name={name}"
+        )
+        items = sorted(listed.items, key=lambda e: e.metadata.creation_timestamp)
+        return [(e.type, e.reason, e.message or "") for e in items]
+
+    def restart_prometheus(self) -> None:
+        self.prometheus.start()
+
+
+@contextlib.contextmanager
+def closed_loop(plane: Any, work: Path) -> Iterator[Loop]:
+    """Prometheus (1 s scrapes, a fixed port so it can come back), twin, operator."""
+    from tests.harness import install_crd
+
+    api = plane.api_client()
+    install_crd(api)
+    prometheus = PrometheusServer(
+        scrape_interval_seconds=1, work_dir=work / "prometheus", port=free_port()
+    )
+    prometheus.start()
+    twin = FleetTwin(plane.api_client(), targets_file=prometheus.targets_file.parent / "twin.json")
+    operator = OperatorProcess(
+        plane.kubeconfig,
+        work / "operator.log",
+        "--no-leader-election",
+        "--prometheus-url",
+        prometheus.url,
+    )
+    try:
+        twin.start()
+        operator.start()
+        yield Loop(plane, api, prometheus, twin, operator)
+    finally:
+        operator.stop()
+        twin.stop()
+        prometheus.stop()
+        api.close()
+        print(f"\nOperator log (last lines, {operator.log_path}):\n{operator.log_tail(40)}")
+
+
+class Timeline:
+    """Samples a pool every second in a thread; `print()` shows what changed, when."""
+
+    def __init__(self, loop: Loop, namespace: str, name: str, every: float = 1.0) -> None:
+        self.loop, self.namespace, self.name, self.every = loop, namespace, name, every
+        self.t0 = time.monotonic()
+        self.phase = "start"
+        self.samples: list[Sample] = []
+        self.marks: list[tuple[float, str]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> Timeline:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10)
+        self.print()
+
+    def mark(self, phase: str) -> float:
+        now = time.monotonic()
+        with self._lock:
+            self.phase = phase
+            self.marks.append((now, phase))
+        return now
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            begun = time.monotonic()
+            with contextlib.suppress(Exception):  # the apiserver is busy: skip a sample
+                s = self.loop.sample(self.namespace, self.name, self.phase)
+                with self._lock:
+                    self.samples.append(s)
+            self._stop.wait(max(0.0, self.every - (time.monotonic() - begun)))
+
+    @property
+    def latest(self) -> Sample:
+        return self.wait("a first sample", lambda s: True, 30)
+
+    def since(self, t: float) -> list[Sample]:
+        with self._lock:
+            return [s for s in self.samples if s.at >= t]
+
+    def wait(self, what: str, check: Callable[[Sample], bool], timeout: float) -> Sample:
+        """The first sample from now on for which `check` holds; fails after `timeout`."""
+        begun = time.monotonic()
+        deadline = begun + timeout
+        while time.monotonic() < deadline:
+            for s in self.since(begun):
+                if check(s):
+                    return s
+            time.sleep(0.2)
+        last = self.since(begun)[-1:] or self.samples[-1:]
+        raise AssertionError(
+            f"Timed out after {timeout:.0f}s waiting for {what}; last: "
+            f"{last[0].line(self.t0) if last else None}"
+        )
+
+    def after(self, t: float, what: str = "", timeout: float = 60) -> Sample:
+        """The first sample taken at or after monotonic time `t`."""
+        return self.wait(what or f"a sample {t - self.t0:.0f}s in", lambda s: s.at >= t, timeout)
+
+    def print(self) -> None:
+        print(
+            f"\nTimeline of {self.namespace}/{self.name} (t=0 at the start; a line when replicas,"
+            " weights, conditions or the decision change, else every 5 s):"
+        )
+        previous: tuple[Any, ...] = ()
+        printed = -math.inf
+        marks = list(self.marks)
+        for s in self.samples:
+            while marks and marks[0][0] <= s.at:
+                at, phase = marks.pop(0)
+                print(f"--- t={at - self.t0:6.1f}s {phase}")
+            key = (s.tiers, s.weights_text(), tuple(s.conditions.items()), s.decision)
+            if key != previous or s.at - printed >= 5:
+                print(s.line(self.t0))
+                previous, printed = key, s.at
