@@ -327,12 +327,12 @@ def test_operator_killed_during_scale_up_converges_without_duplicates(
         before = loop.deployment_replicas(namespace, name)["rtx4090"]
         timeline.mark("batch x3")
         loop.load(namespace, name, realtime=QUIET["realtime"], batch=3 * QUIET["batch"])
-        scaled = wait_for(
-            "the rtx4090 Deployment to scale up",
-            lambda: loop.deployment_replicas(namespace, name)["rtx4090"] > before or None,
-            6 * loop.interval,
-            0.1,
-        )
+
+        def grown() -> int | None:
+            replicas = loop.deployment_replicas(namespace, name)["rtx4090"]
+            return replicas if replicas > before else None
+
+        scaled = wait_for("the rtx4090 Deployment to scale up", grown, 6 * loop.interval, 0.1)
         loop.operator.kill()
         timeline.mark(f"operator killed (SIGKILL) at rtx4090 Deployment {scaled}")
         time.sleep(loop.interval)
