@@ -30,7 +30,7 @@ TRACE = SHARED / "traces" / "azure-llm-inference-2023-conv.csv"
 IONET = SHARED / "iog-llm-inference-benchmarks"
 POOL = ROOT / "examples" / "llama3-8b-mixed.yaml"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
-BEGIN, END = "<!-- sim:begin -->", "<!-- sim:end -->"
+BEGIN, END = "<!-- sim:begin -->", "<!-- sim:end -->"  # tools.benchmarks_md.markers("sim")
 
 
 def _relative(path: Path) -> str:
@@ -208,13 +208,9 @@ model's saturation rate; tolerance P99 TTFT +60% / -25%, tokens/s 30%.
 
 
 def write(text: str) -> None:
-    current = BENCHMARKS.read_text() if BENCHMARKS.exists() else "# Benchmarks\n"
-    if BEGIN in current and END in current:
-        head, rest = current.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        BENCHMARKS.write_text(head + text + tail)
-    else:
-        BENCHMARKS.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
+    from tools.benchmarks_md import write_section
+
+    write_section("sim", text, BENCHMARKS)
 
 
 def main() -> int:
