@@ -389,6 +389,7 @@ def _decide(ctx: Context) -> Plan:
     actual = _loads(ctx, rates, 1.0)
     capacity = {n: min(ctx.seen(n).ready_replicas, target[n]) for n in ctx.names}
     targets = {c: dict(s) for c, s in solution.routing.items() if rates.get(c, 0) > 0}
+    targets = _shed_overflow(ctx, targets, solution.served)
     live = {
         c.name: {t: w / 100.0 for t, w in ctx.previous_weights(c.name).items()} for c in ctx.classes
     }
@@ -413,6 +414,44 @@ def _decide(ctx: Context) -> Plan:
         solution=solution,
         waiting=waiting,
     )
+
+
+def _shed_overflow(
+    ctx: Context,
+    targets: Mapping[str, Mapping[str, float]],
+    served: Mapping[str, float],
+) -> dict[str, dict[str, float]]:
+    """Where an under-served class's unserved traffic goes.
+
+    The optimizer's routing splits what it *serves*; the router splits *all* of a class's
+    traffic by the same weights. For a class served only in part, that would push its
+    overflow onto tiers sized for higher-priority classes and break their objectives.
+    Keep the planned load on those tiers and send the remainder to the class's tiers that
+    no higher-priority class uses (when it has any): the shortage stays with the class the
+    priorities say should bear it.
+    """
+    priority = {c.name: c.priority for c in ctx.classes}
+    result = {c: dict(shares) for c, shares in targets.items()}
+    for name, shares in targets.items():
+        fraction = min(1.0, served.get(name, 1.0) * (1 + ctx.headroom))
+        if fraction >= 1.0 - 1e-9 or not shares:
+            continue
+        guarded = {
+            tier
+            for other, other_shares in targets.items()
+            if priority.get(other, 0) > priority.get(name, 0)
+            for tier, share in other_shares.items()
+            if share > 0
+        }
+        own = {t: v for t, v in shares.items() if t not in guarded and v > 0}
+        if not own or not guarded & {t for t, v in shares.items() if v > 0}:
+            continue
+        own_total = sum(own.values())
+        result[name] = {
+            tier: share * fraction + (share / own_total * (1.0 - fraction) if tier in own else 0.0)
+            for tier, share in shares.items()
+        }
+    return result
 
 
 def _initial(ctx: Context) -> Plan:

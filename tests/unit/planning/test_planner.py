@@ -185,6 +185,17 @@ def test_short_capacity_serves_by_priority_and_never_exceeds_limits(
     assert "batch gets" in p.message
 
 
+def test_an_under_served_class_does_not_overflow_onto_a_higher_priority_tier() -> None:
+    # The budget buys 2 H100s (realtime) and 2 RTX 4090s: batch is served in part. Its
+    # unserved traffic must land on the 4090s it alone uses, not on realtime's H100s.
+    s = spec(objectives={"maxHourlyCost": "4.50"})
+    p = steady({"realtime": 6000, "batch": 24000}, pool_spec=s, running={"h100": 2, "rtx4090": 2})
+    assert p.classes["batch"].served_fraction < 0.6
+    assert weights(p)["batch"].get("rtx4090", 0) >= 75
+    realtime_p99 = p.classes["realtime"].predicted_ttft_p99_seconds
+    assert realtime_p99 is not None and realtime_p99 <= 0.1
+
+
 def test_higher_priority_wins_whatever_the_class_order() -> None:
     s = spec(
         tiers=[h100(minReplicas=0, maxReplicas=2), rtx4090(maxReplicas=0)],
