@@ -43,6 +43,14 @@ def register(subparsers: Any) -> None:
         "their minimum [GPUFLEET_PROMETHEUS_URL]",
     )
     parser.add_argument(
+        "--prometheus-scrape-interval",
+        type=int,
+        default=int(env(f"{ENV_PREFIX}PROMETHEUS_SCRAPE_INTERVAL", "15")),
+        metavar="SECONDS",
+        help="how often that Prometheus scrapes the vLLM pods; rate and P99 windows span "
+        "at least four scrapes (default 15) [GPUFLEET_PROMETHEUS_SCRAPE_INTERVAL]",
+    )
+    parser.add_argument(
         "--metrics-port",
         type=int,
         default=int(env(f"{ENV_PREFIX}METRICS_PORT", "8080")),
@@ -157,7 +165,11 @@ async def _run(args: argparse.Namespace) -> int:
 
     kube = KubeAdapter(api_client, telemetry, instance=identity)
     reconciler = Reconciler(
-        kube, _metrics_source(args.prometheus_url), plan, telemetry, lambda: datetime.now(UTC)
+        kube,
+        _metrics_source(args.prometheus_url, args.prometheus_scrape_interval),
+        plan,
+        telemetry,
+        lambda: datetime.now(UTC),
     )
     import gpufleet.handlers  # noqa: F401  (registers the handlers with Kopf)
 
@@ -206,11 +218,11 @@ async def _run(args: argparse.Namespace) -> int:
     return code
 
 
-def _metrics_source(url: str) -> Any:
+def _metrics_source(url: str, scrape_interval_seconds: int) -> Any:
     from gpufleet.reconcile import NoMetrics
 
     if not url:
         return NoMetrics()
     from gpufleet.adapters.prometheus import PrometheusMetrics
 
-    return PrometheusMetrics(url)
+    return PrometheusMetrics(url, scrape_interval_seconds=scrape_interval_seconds)

@@ -9,7 +9,12 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 CASES: dict[str, dict[str, Any]] = {
     "default": {},
     "watch-namespaces": {"watchNamespaces": ["llm", "batch"]},
-    "prometheus-url": {"prometheus": {"url": "http://prometheus-operated.monitoring.svc:9090"}},
+    "prometheus-url": {
+        "prometheus": {
+            "url": "http://prometheus-operated.monitoring.svc:9090",
+            "scrapeIntervalSeconds": 30,
+        }
+    },
     "service-monitor": {
         "serviceMonitor": {
             "enabled": True,

@@ -77,10 +77,11 @@ def test_options_become_flags(helm: Helm, tmp_path: Path) -> None:
         "log": {"format": "text", "verbose": True},
     }
     args = container(deployment(helm, tmp_path, values))["args"]
-    assert args[:3] == [
+    assert args[:4] == [
         "--namespace=llm",
         "--namespace=batch",
         "--prometheus-url=http://prometheus.monitoring.svc:9090",
+        "--prometheus-scrape-interval=15",
     ]
     assert {"--log-format=text", "-v"} <= set(args)
 
