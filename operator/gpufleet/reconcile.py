@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -85,13 +85,8 @@ def observe(
             else int(status.get("readyReplicas") or 0),
             starting_replicas=pods.starting if pods else 0,
             unschedulable_replicas=pods.unschedulable if pods else 0,
-            ttft_p99_seconds=metrics.ttft_p99_seconds,
-            prompt_tokens_per_second=metrics.prompt_tokens_per_second,
-            generation_tokens_per_second=metrics.generation_tokens_per_second,
-            requests_per_second=metrics.requests_per_second,
-            requests_waiting=metrics.requests_waiting,
-            kv_cache_usage=metrics.kv_cache_usage,
-            ttft_fraction_above=metrics.ttft_fraction_above,
+            # Every Prometheus reading of the tier, field for field (TierObservation has them).
+            **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
         )
     return Observation(
         now=now,
