@@ -78,7 +78,6 @@ class Reason(StrEnum):
     SCALE_DOWN_DELAYED = "ScaleDownDelayed"
     STEADY = "Steady"
     METRICS_MISSING = "MetricsMissing"
-    SPEC_CHANGED = "SpecChanged"
     OVERFLOW = "Overflow"
     BUDGET_LIMITED = "BudgetLimited"
     TRAFFIC_MOVED = "TrafficMoved"
