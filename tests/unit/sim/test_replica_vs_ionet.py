@@ -26,6 +26,9 @@ TTFT_ABOVE = 0.60
 TTFT_BELOW = 0.25
 TOKENS = 0.30
 RUNS = measured_runs(SHARED_DATA / "iog-llm-inference-benchmarks")
+# The stated range: runs offered at most the model's saturation rate (listed in
+# BENCHMARKS.md with the others, which are not asserted).
+IN_RANGE = [r for r in RUNS if compare(r, seeds=1).below_saturation]
 
 
 def test_the_raw_runs_are_there() -> None:
@@ -38,17 +41,15 @@ def test_the_raw_runs_are_there() -> None:
 
 
 @pytest.mark.parametrize(
-    "run", RUNS, ids=[r.path.stem.removeprefix("vllm_200prompts") for r in RUNS]
+    "run", IN_RANGE, ids=[r.path.stem.removeprefix("vllm_200prompts") for r in IN_RANGE]
 )
 def test_engine_reproduces_a_raw_run(run: MeasuredRun) -> None:
     result = compare(run)
-    if not result.below_saturation:
-        pytest.skip("offered above the model's saturation rate: outside the stated range")
+    assert result.below_saturation
     shown = f"P99 TTFT {result.ttft_p99_seconds:.4f} s vs {run.ttft_p99_seconds:.4f} s"
     assert -TTFT_BELOW <= result.ttft_error <= TTFT_ABOVE, shown
     assert abs(result.tokens_error) <= TOKENS
 
 
 def test_most_runs_are_in_the_stated_range() -> None:
-    inside = [r for r in RUNS if compare(r, seeds=1).below_saturation]
-    assert len(inside) >= 0.5 * len(RUNS)
+    assert len(IN_RANGE) >= 0.5 * len(RUNS)
