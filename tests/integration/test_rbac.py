@@ -7,11 +7,7 @@ that account may not do.
 from __future__ import annotations
 
 import json
-import os
 import re
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -24,6 +20,7 @@ import yaml
 
 from gpufleet.api.constants import CRD_NAME
 from gpufleet.dev.cluster import ControlPlane
+from gpufleet.dev.operator import OperatorProcess
 from tests.pools import EXAMPLES, ROOT
 from tests.unit.chart.helm import CHART, Helm, find_helm
 
@@ -209,17 +206,14 @@ def test_watch_namespaces_confines_the_account(namespaced_release: Release, watc
 
 
 # ---- the real operator under those rights ------------------------------------------------
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
 @dataclass
 class Operator:
-    process: subprocess.Popen[bytes]
+    process: OperatorProcess
     log: Path
+
+    @property
+    def alive(self) -> bool:
+        return self.process.running
 
     def text(self) -> str:
         return self.log.read_text(errors="replace")
@@ -235,20 +229,15 @@ class Operator:
 def operator(release: Release, log: Path, *flags: str) -> Iterator[Operator]:
     """`gpufleet run` with leader election on the chart's Lease, as the chart's
     ServiceAccount (its kubeconfig holds nothing but that token)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KUBERNETES_")}
-    env["KUBECONFIG"] = str(release.kubeconfig)
-    script = Path(sys.executable).parent / "gpufleet"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(script), "run", *flags,
-                "--leader-election", f"--lease-name={release.name}",
-                f"--lease-namespace={release.name}",
-                f"--metrics-port={free_port()}", f"--health-port={free_port()}",
-                "--bind-address=127.0.0.1", "--log-format=text",
-            ],
-            env=env, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    process = OperatorProcess(
+        release.kubeconfig,
+        log,
+        *flags,
+        "--leader-election",
+        f"--lease-name={release.name}",
+        f"--lease-namespace={release.name}",
+        "--log-format=text",
+    )
     running = Operator(process, log)
 
     def leader() -> str | None:
@@ -257,15 +246,11 @@ def operator(release: Release, log: Path, *flags: str) -> Iterator[Operator]:
         return holder
 
     try:
+        process.start()
         wait_until("the operator holds the chart's Lease", lambda: bool(leader()), 60, running.tail)
         yield running
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
+        process.stop()
 
 
 def pool(plane: ControlPlane, namespace: str, name: str) -> dict[str, Any] | None:
@@ -295,9 +280,7 @@ def apply_and_wait_ready(
 
     wait_until(
         f"{', '.join(pools)} Ready=True",
-        lambda: (
-            running.process.poll() is None and all(ready(pool(plane, namespace, n)) for n in pools)
-        ),
+        lambda: running.alive and all(ready(pool(plane, namespace, n)) for n in pools),
         READY_TIMEOUT_S,
         describe,
     )
@@ -347,7 +330,7 @@ def test_operator_reconciles_every_example_to_ready_without_a_403(
             )
         finally:
             delete_pools(plane, namespace)
-        assert running.process.poll() is None, f"the operator exited:\n{running.tail()}"
+        assert running.alive, f"the operator exited:\n{running.tail()}"
         assert running.refusals() == [], "the operator was refused:\n" + "\n".join(
             running.refusals()[:20]
         )
@@ -370,5 +353,5 @@ def test_namespaced_operator_reconciles_its_namespace_only(
             assert get(plane, "deployment", f"{name}-rtx4090", "-n", namespace) is None
         finally:
             delete_pools(plane, watched)
-        assert op.process.poll() is None, f"the operator exited:\n{op.tail()}"
+        assert op.alive, f"the operator exited:\n{op.tail()}"
         assert op.refusals() == [], "the operator was refused:\n" + "\n".join(op.refusals()[:20])

@@ -314,7 +314,7 @@ class ControlPlane:
                 stderr=subprocess.STDOUT,
                 cwd=self._dir / "run",
                 start_new_session=True,  # own process group: one killpg stops it and its children
-                preexec_fn=_die_with_parent if self.tie_to_parent else None,
+                preexec_fn=die_with_parent if self.tie_to_parent else None,
                 env=_component_env(self._dir),
             )
         proc.pid = proc.popen.pid
@@ -545,7 +545,7 @@ class ControlPlane:
 
 
 # ---- processes ---------------------------------------------------------------------------
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec: receive SIGKILL when the Python process that started us dies."""
     import ctypes
 

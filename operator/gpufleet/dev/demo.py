@@ -15,13 +15,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
-import os
 import signal
-import subprocess
-import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +27,7 @@ from typing import Any
 import yaml
 
 from gpufleet.dev.loadstory import ClassLoad
+from gpufleet.dev.operator import OperatorProcess
 
 DEFAULT_CONFIG = Path("examples/demo/demo.yaml")
 SETUP_TIMEOUT_SECONDS = 120.0
@@ -143,86 +140,6 @@ def pool_body(
 # -- the operator as a process -----------------------------------------------------------------
 
 
-def _die_with_parent() -> None:
-    """In the child: SIGKILL when the demo dies, so a killed demo leaves no operator behind."""
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)
-
-
-class OperatorRun:
-    """`gpufleet run` against the plane, its log in `log_path`."""
-
-    def __init__(self, kubeconfig: Path, prometheus_url: str, log_path: Path) -> None:
-        from gpufleet.dev.prometheus import free_port
-
-        self.kubeconfig = kubeconfig
-        self.prometheus_url = prometheus_url
-        self.log_path = log_path
-        self.health_port = free_port()
-        self.metrics_port = free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self, timeout_seconds: float = 60.0) -> None:
-        argv = [
-            sys.executable,
-            "-m",
-            "gpufleet.cli",
-            "run",
-            "--no-leader-election",
-            "--bind-address",
-            "127.0.0.1",
-            "--metrics-port",
-            str(self.metrics_port),
-            "--health-port",
-            str(self.health_port),
-            "--prometheus-url",
-            self.prometheus_url,
-        ]
-        with self.log_path.open("ab") as log:
-            self.process = subprocess.Popen(
-                argv,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL,
-                env={**os.environ, "KUBECONFIG": str(self.kubeconfig)},
-                start_new_session=True,
-                preexec_fn=_die_with_parent,
-            )
-        deadline = time.monotonic() + timeout_seconds
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"The operator exited at start:\n{self.log_tail()}")
-            with (
-                contextlib.suppress(OSError),
-                urllib.request.urlopen(
-                    f"http://127.0.0.1:{self.health_port}/healthz", timeout=1
-                ) as answer,
-            ):
-                if answer.status == 200:
-                    return
-            time.sleep(0.2)
-        raise RuntimeError(f"The operator was not healthy after {timeout_seconds:.0f} s")
-
-    def log_tail(self, lines: int = 30) -> str:
-        with contextlib.suppress(OSError):
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        return ""
-
-    def stop(self) -> None:
-        process, self.process = self.process, None
-        if process is None or process.poll() is not None:
-            return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
-
-
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -260,7 +177,7 @@ def run_demo(config: DemoConfig, *, output_dir: Path, live: bool | None = None) 
             return 130
         except Exception as error:
             view.note(f"The demo failed: {error}")
-            operator: OperatorRun | None = getattr(view, "operator", None)
+            operator: OperatorProcess | None = getattr(view, "operator", None)
             if operator is not None:
                 view.note(f"Operator log (last lines):\n{operator.log_tail()}")
             return 1
@@ -284,7 +201,7 @@ class World:
     api: Any
     prometheus: Any
     twin: Any
-    operator: OperatorRun
+    operator: OperatorProcess
     body: dict[str, Any]
 
     @property
@@ -334,7 +251,13 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
     )
     stack.callback(twin.stop)
     twin.start()
-    operator = OperatorRun(plane.kubeconfig, prometheus.url, work / "operator.log")
+    operator = OperatorProcess(
+        plane.kubeconfig,
+        work / "operator.log",
+        "--no-leader-election",
+        "--prometheus-url",
+        prometheus.url,
+    )
     view.operator = operator
     stack.callback(operator.stop)
     operator.start()
