@@ -16,11 +16,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from gpufleet.api.parse import InvalidPool, parse_pool
+from gpufleet.api.parse import InvalidPool
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePool, decimal
+from gpufleet.commands.common import UsageError, load_pool
 from gpufleet.planning.model import (
     ClassDemand,
     MetricsState,
@@ -31,10 +30,6 @@ from gpufleet.planning.model import (
 )
 from gpufleet.planning.planner import plan
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
-
-
-class UsageError(ValueError):
-    """A bad file or option: the message says which."""
 
 
 def register(subparsers: Any) -> None:
@@ -71,16 +66,6 @@ def main(args: argparse.Namespace) -> int:
     else:
         print_table(pool, demand, result)
     return 0
-
-
-def load_pool(path: Path) -> InferencePool:
-    try:
-        body = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise UsageError(f"{path}: not YAML: {error}") from None
-    if not isinstance(body, dict):
-        raise UsageError(f"{path}: not an InferencePool object")
-    return parse_pool(body)
 
 
 def parse_demand(text: str, classes: list[str]) -> dict[str, float]:

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
+
+from gpufleet.commands.common import UsageError, load_pool
 
 
 def register(subparsers: Any) -> None:
@@ -117,10 +118,6 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=main)
 
 
-class UsageError(ValueError):
-    """A bad file or option: the message says which."""
-
-
 def main(args: argparse.Namespace) -> int:
     from gpufleet.api.parse import InvalidPool
 
@@ -132,18 +129,6 @@ def main(args: argparse.Namespace) -> int:
     except (UsageError, ValueError, OSError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-
-
-def _load_pool(path: Path) -> Any:
-    from gpufleet.api.parse import parse_pool
-
-    try:
-        body = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as error:
-        raise UsageError(f"{path}: not YAML: {error}") from None
-    if not isinstance(body, dict):
-        raise UsageError(f"{path}: not an InferencePool object")
-    return parse_pool(body)
 
 
 def _fractions(args: argparse.Namespace, class_names: Sequence[str]) -> dict[str, float]:
@@ -243,7 +228,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from gpufleet.sim.policies import POLICY_NAMES, make_policies
 
     started = time.perf_counter()
-    pool = _load_pool(args.filename)
+    pool = load_pool(args.filename)
     trace = _load_trace(args, pool)
     notes: list[str] = []
     if args.class_shapes == "trace":
