@@ -164,10 +164,13 @@ class Timeline:
         with self._lock:
             return [s for s in self.samples if s.at >= t]
 
-    def wait(self, what: str, check: Callable[[Sample], bool], timeout: float) -> Sample:
-        """The first sample from now on for which `check` holds; fails after `timeout`."""
-        begun = time.monotonic()
-        deadline = begun + timeout
+    def wait(
+        self, what: str, check: Callable[[Sample], bool], timeout: float, since: float | None = None
+    ) -> Sample:
+        """The first sample from now (or from monotonic time `since`) on for which `check`
+        holds; fails `timeout` seconds from now."""
+        begun = time.monotonic() if since is None else since
+        deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for s in self.since(begun):
                 if check(s):
