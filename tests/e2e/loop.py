@@ -22,9 +22,10 @@ from kubernetes import client
 from gpufleet.dev.demo import DemoConfig, pool_body
 from gpufleet.dev.fleetview import Sample, sample
 from gpufleet.dev.loadstory import ClassLoad
+from gpufleet.dev.loop import loop_processes
+from gpufleet.dev.operator import OperatorProcess
 from gpufleet.dev.prometheus import PrometheusServer, free_port
 from gpufleet.dev.twin import FleetTwin
-from tests.harness import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "examples" / "demo" / "demo.yaml"
@@ -94,28 +95,16 @@ def closed_loop(plane: Any, work: Path) -> Iterator[Loop]:
 
     api = plane.api_client()
     install_crd(api)
-    prometheus = PrometheusServer(
-        scrape_interval_seconds=1, work_dir=work / "prometheus", port=free_port()
-    )
-    prometheus.start()
-    twin = FleetTwin(plane.api_client(), targets_file=prometheus.targets_file.parent / "twin.json")
-    operator = OperatorProcess(
-        plane.kubeconfig,
-        work / "operator.log",
-        "--no-leader-election",
-        "--prometheus-url",
-        prometheus.url,
-    )
+    processes = loop_processes(plane, work, scrape_interval_seconds=1, prometheus_port=free_port())
     try:
-        twin.start()
-        operator.start()
-        yield Loop(plane, api, prometheus, twin, operator)
+        with processes as running:
+            operator = running.operator
+            try:
+                yield Loop(plane, api, running.prometheus, running.twin, operator)
+            finally:
+                print(f"\nOperator log (last lines, {operator.log_path}):\n{operator.log_tail(40)}")
     finally:
-        operator.stop()
-        twin.stop()
-        prometheus.stop()
         api.close()
-        print(f"\nOperator log (last lines, {operator.log_path}):\n{operator.log_tail(40)}")
 
 
 class Timeline:

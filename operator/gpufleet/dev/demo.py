@@ -137,9 +137,6 @@ def pool_body(
     return body
 
 
-# -- the operator as a process -----------------------------------------------------------------
-
-
 # -- the run ---------------------------------------------------------------------------------
 
 
@@ -218,8 +215,7 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
 
     from gpufleet.dev import tools
     from gpufleet.dev.cluster import ControlPlane
-    from gpufleet.dev.prometheus import PrometheusServer
-    from gpufleet.dev.twin import FleetTwin
+    from gpufleet.dev.loop import loop_processes
 
     view.note("Starting the local control plane (etcd, kube-apiserver, scheduler, kwok GPU nodes)")
     plane = ControlPlane(work_dir=work / "plane", remove_work_dir=True)
@@ -236,33 +232,23 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
         "crd/inferencepools.gpufleet.dev",
         timeout_s=70,
     )
-    view.note(f"Control plane up with {len(names)} GPU nodes; starting Prometheus")
-    prometheus = PrometheusServer(
-        scrape_interval_seconds=config.scrape_interval_seconds, work_dir=work / "prometheus"
+    view.note(
+        f"Control plane up with {len(names)} GPU nodes; starting Prometheus, the fleet twin "
+        "and the operator"
     )
-    stack.callback(prometheus.stop)
-    prometheus.start()
     api = plane.api_client()
     stack.callback(api.close)
-    twin = FleetTwin(
-        plane.api_client(),
-        targets_file=prometheus.targets_file.parent / "twin.json",
-        seed=config.seed,
+    loop = stack.enter_context(
+        loop_processes(
+            plane,
+            work,
+            scrape_interval_seconds=config.scrape_interval_seconds,
+            seed=config.seed,
+        )
     )
-    stack.callback(twin.stop)
-    twin.start()
-    operator = OperatorProcess(
-        plane.kubeconfig,
-        work / "operator.log",
-        "--no-leader-election",
-        "--prometheus-url",
-        prometheus.url,
-    )
-    view.operator = operator
-    stack.callback(operator.stop)
-    operator.start()
+    view.operator = loop.operator
     view.note(
-        f"Prometheus {prometheus.url}, fleet twin {twin.url}, operator running; "
+        f"Prometheus {loop.prometheus.url}, fleet twin {loop.twin.url}, operator running; "
         f"applying {config.pool_path.name} with the demo overlay"
     )
     body = pool_body(config)
@@ -271,7 +257,7 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
         client.V1Namespace(metadata=client.V1ObjectMeta(name=namespace))
     )
     plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(body))
-    world = World(plane, api, prometheus, twin, operator, body)
+    world = World(plane, api, loop.prometheus, loop.twin, loop.operator, body)
     _wait_ready(world)
     return world
 
