@@ -171,6 +171,44 @@ class Timeline:
             f"{last[0].line(self.t0) if last else None}"
         )
 
+    def wait_held(
+        self,
+        what: str,
+        check: Callable[[Sample], bool],
+        hold: float,
+        timeout: float,
+        since: float | None = None,
+    ) -> Sample:
+        """The first sample of the first run of samples for which `check` holds for `hold`
+        seconds on end, from now (or from monotonic time `since`) on. The run must begin
+        within `timeout` seconds from now; the wait lasts until it has held.
+
+        A P99 read at completion leaves out the requests still queued, so it can dip for a
+        sample while a backlog drains; one sample within the objective is not recovery.
+        """
+        begun = time.monotonic() if since is None else since
+        deadline = time.monotonic() + timeout
+        while True:
+            samples = self.since(begun)
+            start: Sample | None = None
+            for s in samples:
+                if not check(s):
+                    start = None
+                elif start is None:
+                    start = s
+                if start is not None and s.at - start.at >= hold:
+                    return start
+            if (start is None or start.at > deadline) and time.monotonic() > deadline:
+                break
+            if time.monotonic() > deadline + hold + 10:
+                break
+            time.sleep(0.2)
+        last = self.since(begun)[-1:] or self.samples[-1:]
+        raise AssertionError(
+            f"Timed out after {timeout:.0f}s waiting for {what} to hold for {hold:.0f}s; last: "
+            f"{last[0].line(self.t0) if last else None}"
+        )
+
     def after(self, t: float, what: str = "", timeout: float = 60) -> Sample:
         """The first sample taken at or after monotonic time `t`."""
         return self.wait(what or f"a sample {t - self.t0:.0f}s in", lambda s: s.at >= t, timeout)

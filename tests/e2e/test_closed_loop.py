@@ -23,7 +23,7 @@ import pytest
 from kubernetes import client
 
 from gpufleet.dev import nodes
-from gpufleet.dev.fleetview import Sample
+from gpufleet.dev.fleetview import P99_WINDOW_SECONDS, Sample
 from tests.e2e.loop import Loop, Timeline, closed_loop
 from tests.harness import get_pool, wait_for
 
@@ -34,6 +34,10 @@ REALTIME_MS, BATCH_MS = 100.0, 2000.0
 # Stated bounds, in decision intervals (10 s) after the new replicas are Ready. The P99
 # asserted on is over a 10 s window, so one interval of it is the window catching up.
 RECOVERY_INTERVALS = 4
+# "Back within the objective" is a P99 that stays within it for a whole P99 window, not one
+# sample: a P99 read at first token leaves out the requests still queued, so it dips for a
+# moment while a backlog drains, then rises as they get served.
+HOLD_SECONDS = P99_WINDOW_SECONDS
 LEAVING = ["rtx4090-0", "rtx4090-1", "rtx4090-2", "rtx4090-7"]  # 13 of the 19 RTX 4090s
 PRICE = {"h100": 2.0, "rtx4090": 0.25}
 
@@ -146,9 +150,10 @@ def test_batch_demand_triples_and_the_rtx4090_tier_grows(loop: Loop, pool: tuple
         ready = grown_and_ready(loop, timeline, "rtx4090", before)
         t_ready = ready.at
         timeline.mark(f"rtx4090 at {ready.tier('rtx4090').desired}, all Ready, and kept")
-        back = timeline.wait(
+        back = timeline.wait_held(
             "batch P99 back within 2000 ms",
             lambda s: p99(s, "batch") <= BATCH_MS,
+            HOLD_SECONDS,
             max(t_ready + RECOVERY_INTERVALS * loop.interval - time.monotonic(), 1),
             since=t_ready,
         )
@@ -158,8 +163,8 @@ def test_batch_demand_triples_and_the_rtx4090_tier_grows(loop: Loop, pool: tuple
     intervals = (back.at - t_ready) / loop.interval
     print(
         f"rtx4090 {before} -> {ready.tier('rtx4090').desired} replicas; batch P99 back within "
-        f"{BATCH_MS:.0f} ms {intervals:.1f} intervals after the last of them were Ready "
-        f"(bound {RECOVERY_INTERVALS}); batch P99 over the next 20 s: "
+        f"{BATCH_MS:.0f} ms (and held {HOLD_SECONDS} s) {intervals:.1f} intervals after the "
+        f"last of them were Ready (bound {RECOVERY_INTERVALS}); batch P99 over the next 20 s: "
         f"{prometheus_p99_ms(loop, namespace, 'batch', 20):.0f} ms"
     )
     assert held.tier("rtx4090").desired > before
@@ -190,9 +195,10 @@ def test_realtime_surge_grows_the_h100_tier_onto_ready_replicas_only(
         ready = grown_and_ready(loop, timeline, "h100", before)
         t_ready = ready.at
         timeline.mark(f"h100 at {ready.tier('h100').desired}, all Ready, and kept")
-        back = timeline.wait(
+        back = timeline.wait_held(
             "realtime P99 within 100 ms",
             lambda s: p99(s, "realtime") <= REALTIME_MS,
+            HOLD_SECONDS,
             max(t_ready + RECOVERY_INTERVALS * loop.interval - time.monotonic(), 1),
             since=t_ready,
         )
@@ -202,8 +208,9 @@ def test_realtime_surge_grows_the_h100_tier_onto_ready_replicas_only(
 
     print(
         f"h100 {before} -> {ready.tier('h100').desired} replicas; realtime P99 within "
-        f"{REALTIME_MS:.0f} ms {(back.at - t_ready) / loop.interval:.1f} intervals after the "
-        "last of them were Ready; over the next 30 s: "
+        f"{REALTIME_MS:.0f} ms (and held {HOLD_SECONDS} s) "
+        f"{(back.at - t_ready) / loop.interval:.1f} intervals after the last of them were "
+        "Ready; over the next 30 s: "
         f"{prometheus_p99_ms(loop, namespace, 'realtime', 30):.0f} ms"
     )
     # Stays within its objective once the replicas are Ready (Prometheus over the last 30 s).
