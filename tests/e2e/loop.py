@@ -154,58 +154,42 @@ class Timeline:
             return [s for s in self.samples if s.at >= t]
 
     def wait(
-        self, what: str, check: Callable[[Sample], bool], timeout: float, since: float | None = None
-    ) -> Sample:
-        """The first sample from now (or from monotonic time `since`) on for which `check`
-        holds; fails `timeout` seconds from now."""
-        begun = time.monotonic() if since is None else since
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for s in self.since(begun):
-                if check(s):
-                    return s
-            time.sleep(0.2)
-        last = self.since(begun)[-1:] or self.samples[-1:]
-        raise AssertionError(
-            f"Timed out after {timeout:.0f}s waiting for {what}; last: "
-            f"{last[0].line(self.t0) if last else None}"
-        )
-
-    def wait_held(
         self,
         what: str,
         check: Callable[[Sample], bool],
-        hold: float,
         timeout: float,
         since: float | None = None,
+        *,
+        hold: float = 0.0,
     ) -> Sample:
-        """The first sample of the first run of samples for which `check` holds for `hold`
-        seconds on end, from now (or from monotonic time `since`) on. The run must begin
-        within `timeout` seconds from now; the wait lasts until it has held.
+        """The first sample from now (or from monotonic time `since`) on for which `check`
+        holds; fails `timeout` seconds from now.
 
-        A P99 read at completion leaves out the requests still queued, so it can dip for a
-        sample while a backlog drains; one sample within the objective is not recovery.
+        With `hold`: the first sample of a run of samples for which `check` holds `hold`
+        seconds on end; the run must begin within `timeout`, the wait lasts until it has
+        held.
         """
         begun = time.monotonic() if since is None else since
         deadline = time.monotonic() + timeout
         while True:
-            samples = self.since(begun)
             start: Sample | None = None
-            for s in samples:
+            for s in self.since(begun):
                 if not check(s):
                     start = None
                 elif start is None:
                     start = s
                 if start is not None and s.at - start.at >= hold:
                     return start
-            if (start is None or start.at > deadline) and time.monotonic() > deadline:
+            now = time.monotonic()
+            if now >= deadline and (start is None or start.at > deadline):
                 break
-            if time.monotonic() > deadline + hold + 10:
+            if now > deadline + hold + 10:  # a run begun in time, but samples stopped
                 break
             time.sleep(0.2)
         last = self.since(begun)[-1:] or self.samples[-1:]
+        held = f" to hold for {hold:.0f}s" if hold else ""
         raise AssertionError(
-            f"Timed out after {timeout:.0f}s waiting for {what} to hold for {hold:.0f}s; last: "
+            f"Timed out after {timeout:.0f}s waiting for {what}{held}; last: "
             f"{last[0].line(self.t0) if last else None}"
         )
 

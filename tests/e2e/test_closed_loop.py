@@ -150,12 +150,12 @@ def test_batch_demand_triples_and_the_rtx4090_tier_grows(loop: Loop, pool: tuple
         ready = grown_and_ready(loop, timeline, "rtx4090", before)
         t_ready = ready.at
         timeline.mark(f"rtx4090 at {ready.tier('rtx4090').desired}, all Ready, and kept")
-        back = timeline.wait_held(
+        back = timeline.wait(
             "batch P99 back within 2000 ms",
             lambda s: p99(s, "batch") <= BATCH_MS,
-            HOLD_SECONDS,
             max(t_ready + RECOVERY_INTERVALS * loop.interval - time.monotonic(), 1),
             since=t_ready,
+            hold=HOLD_SECONDS,
         )
         timeline.mark("batch within objective")
         held = timeline.after(back.at + 2 * loop.interval, "two more intervals", 40)
@@ -195,12 +195,12 @@ def test_realtime_surge_grows_the_h100_tier_onto_ready_replicas_only(
         ready = grown_and_ready(loop, timeline, "h100", before)
         t_ready = ready.at
         timeline.mark(f"h100 at {ready.tier('h100').desired}, all Ready, and kept")
-        back = timeline.wait_held(
+        back = timeline.wait(
             "realtime P99 within 100 ms",
             lambda s: p99(s, "realtime") <= REALTIME_MS,
-            HOLD_SECONDS,
             max(t_ready + RECOVERY_INTERVALS * loop.interval - time.monotonic(), 1),
             since=t_ready,
+            hold=HOLD_SECONDS,
         )
         t_back = timeline.mark("realtime within objective")
         timeline.after(back.at + 3 * loop.interval, "three more intervals", 50)
