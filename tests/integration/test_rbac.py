@@ -31,7 +31,10 @@ NAMESPACED = "gpufleet-rbac-ns"
 WATCHED = "gpufleet-rbac-watched"
 POOL = "gpufleet.dev"
 READY_TIMEOUT_S = 240
-FORBIDDEN = re.compile(r"\b403\b|forbidden", re.IGNORECASE)
+# Every 403 the apiserver sends carries reason Forbidden ("... is forbidden: User ...",
+# Kopf's APIForbiddenError); a bare 403 that follows a comma is a log timestamp's
+# milliseconds ("08:03:43,403 INFO"), not a refusal.
+FORBIDDEN = re.compile(r"forbidden|(?<![,.:])\b403\b", re.IGNORECASE)
 
 
 def wait_until(
