@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 from pathlib import Path
@@ -91,9 +92,41 @@ def test_only_a_few_points_are_excluded_and_never_a_single_gpu_one() -> None:
 
 @pytest.mark.timeout(60)
 def test_table_is_what_the_script_derives_from_the_data() -> None:
-    from tools.derive_profiles import OUTPUT, derive, load_runs, render
+    from tools.derive_profiles import derive, differences, load_runs
 
-    assert OUTPUT.read_text() == render(derive(load_runs(DATA))), "run tools/derive_profiles.py"
+    assert differences(PROFILES, tuple(derive(load_runs(DATA)))) == [], (
+        "run tools/derive_profiles.py"
+    )
+
+
+@pytest.mark.timeout(60)
+def test_the_staleness_check_sees_one_edited_p99(tmp_path: Path) -> None:
+    """The check compares within tolerances, yet one run's P99 edited by 3% makes it fail."""
+    from tools.derive_profiles import main
+
+    for path in DATA.glob("*.json"):
+        (tmp_path / path.name).write_text(path.read_text())
+    assert main(["--data", str(tmp_path), "--check", "--quiet"]) == 0
+
+    name = "vllm_200prompts16qps_Meta-Llama-3-8B-Instruct_sharegpt_1xNVIDIA-GeForce-RTX-4090.json"
+    run = json.loads((tmp_path / name).read_text().splitlines()[0])
+    run["p99_ttft_ms"] *= 1.03
+    (tmp_path / name).write_text(json.dumps(run) + "\n")
+    assert main(["--data", str(tmp_path), "--check", "--quiet"]) == 1
+
+
+def test_the_check_tolerates_fit_noise_but_not_a_changed_fit() -> None:
+    from tools.derive_profiles import FIT_RELATIVE_TOLERANCE, differences
+
+    profile = PROFILES[0]
+    fit = profile.fit
+
+    def with_sharpness(factor: float) -> tuple[BuiltinProfile, ...]:
+        moved = dataclasses.replace(fit, sharpness=fit.sharpness * factor)
+        return (dataclasses.replace(profile, fit=moved), *PROFILES[1:])
+
+    assert differences(PROFILES, with_sharpness(1 + 1e-6)) == []
+    assert differences(PROFILES, with_sharpness(1 + 3 * FIT_RELATIVE_TOLERANCE)) != []
 
 
 # -- the numbers the design rests on, from the raw files ------------------------------------
