@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning.model import ClassPlan, Observation, Plan, TierPlan, Verdict
+from gpufleet.planning.model import ClassPlan, Observation, Plan, TierPlan
 
 
 def minimum_plan(
@@ -23,13 +23,9 @@ def minimum_plan(
         },
         reason=Reason.INITIAL,
         message="Minimum replicas",
-        cost_per_hour=sum(
-            float(t.price_per_gpu_hour) * t.gpus_per_replica * replicas[t.name] for t in spec.tiers
-        ),
+        cost_per_hour=sum(t.price_per_replica_hour * replicas[t.name] for t in spec.tiers),
         cost_per_million_tokens=None,
         energy_kwh_per_million_tokens=None,
         carbon_grams_per_million_tokens=None,
-        objectives=Verdict(None, Reason.AWAITING_METRICS, "No metrics yet"),
-        degraded=Verdict(False, Reason.AS_PLANNED, "Every tier has what it asked for"),
-        metrics=Verdict(False, Reason.METRICS_NOT_CONFIGURED, "No Prometheus"),
+        awaiting_metrics=True,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -30,7 +30,6 @@ from gpufleet.planning.model import (
     Plan,
     TierMetrics,
     TierObservation,
-    Verdict,
 )
 from gpufleet.planning.status import EventRecord, RoutingState, build_status, events
 from gpufleet.telemetry import Telemetry
@@ -156,18 +155,8 @@ class Reconciler:
         applied, conflicts = self._apply_tiers(pool, children, plan)
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
-        if conflicts:
-            plan = replace(
-                plan,
-                degraded=Verdict(
-                    True,
-                    Reason.CHILD_CONFLICT,
-                    f"Objects not owned by this pool hold the names {', '.join(conflicts)}: "
-                    "rename the tier or delete them",
-                ),
-            )
 
-        status = build_status(pool, observation, plan, routing, previous)
+        status = build_status(pool, observation, plan, routing, previous, conflicts=conflicts)
         patch = status_patch(body.get("status"), status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch)

@@ -360,6 +360,11 @@ class Tier(Model):
         default=None, description="CPU and memory of each replica's vLLM container."
     )
 
+    @property
+    def price_per_replica_hour(self) -> float:
+        """Dollars per hour of one replica: the GPU price times its GPUs."""
+        return float(decimal(self.price_per_gpu_hour)) * self.gpus_per_replica
+
     @model_validator(mode="after")
     def _rules(self) -> Tier:
         if self.min_replicas > self.max_replicas:
@@ -435,6 +440,20 @@ class TrafficClass(Model):
             "from each tier's token rates and the current weights."
         ),
     )
+
+    @property
+    def objective_seconds(self) -> float:
+        """The P99 TTFT objective in seconds, the unit the planner computes in."""
+        return self.ttft_p99_milliseconds / 1000.0
+
+    @property
+    def shape(self) -> tuple[float, float]:
+        """Mean prompt and output tokens of one request of this class."""
+        return float(self.mean_prompt_tokens), float(self.mean_output_tokens)
+
+    @property
+    def tokens_per_request(self) -> float:
+        return float(self.mean_prompt_tokens + self.mean_output_tokens)
 
 
 class Objectives(Model):

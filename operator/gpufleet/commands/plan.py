@@ -18,8 +18,9 @@ from typing import Any
 
 from gpufleet.api.parse import InvalidPool
 from gpufleet.api.status import InferencePoolStatus
-from gpufleet.api.types import InferencePool, decimal
+from gpufleet.api.types import InferencePool
 from gpufleet.commands.common import UsageError, load_pool
+from gpufleet.planning import conditions
 from gpufleet.planning.model import (
     ClassDemand,
     MetricsState,
@@ -30,6 +31,9 @@ from gpufleet.planning.model import (
 )
 from gpufleet.planning.planner import plan
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
+
+# A what-if decides nothing over time: any fixed instant will do.
+WHAT_IF_TIME = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 def register(subparsers: Any) -> None:
@@ -98,7 +102,7 @@ def what_if(pool: InferencePool, demand: dict[str, float]) -> Plan:
         for c in spec.traffic_classes
     }
     observation = Observation(
-        now=datetime(2026, 1, 1, tzinfo=UTC),
+        now=WHAT_IF_TIME,
         tiers={t.name: TierObservation(name=t.name) for t in spec.tiers},
         metrics=MetricsState.AVAILABLE,
         metrics_message="What-if: demand given on the command line",
@@ -125,6 +129,8 @@ def _profile(pool: InferencePool, tier_name: str) -> str:
 
 def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict[str, Any]:
     spec = pool.spec
+    # A what-if has no cluster: nothing observed, nothing unschedulable.
+    observation = Observation(now=WHAT_IF_TIME, tiers={}, metrics=MetricsState.AVAILABLE)
     return {
         "pool": f"{pool.metadata.namespace}/{pool.metadata.name}",
         "model": spec.model.name,
@@ -134,9 +140,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "accelerator": t.accelerator.value,
                 "gpusPerReplica": t.gpus_per_replica,
                 "replicas": result.tiers[t.name].replicas,
-                "costPerHour": float(decimal(t.price_per_gpu_hour))
-                * t.gpus_per_replica
-                * result.tiers[t.name].replicas,
+                "costPerHour": t.price_per_replica_hour * result.tiers[t.name].replicas,
                 "profile": _profile(pool, t.name),
             }
             for t in spec.tiers
@@ -160,8 +164,8 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
         "carbonGramsPerMillionTokens": result.carbon_grams_per_million_tokens,
         "reason": str(result.reason),
         "message": result.message,
-        "objectivesMet": _verdict(result.objectives),
-        "degraded": _verdict(result.degraded),
+        "objectivesMet": _verdict(conditions.objectives(spec, observation, result)),
+        "degraded": _verdict(conditions.degraded(spec, observation, result)),
     }
 
 

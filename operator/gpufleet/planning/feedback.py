@@ -15,10 +15,9 @@ Each pass reads what the tier showed over the last interval (`signal`):
 Inside the objective's bucket the share slower than the objective itself is estimated on
 an exponential tail (log-linear between the two bounds; none above the upper one counts
 as half a request), and counts as SLOW above 2%, twice the allowance: a 2 s objective in
-vLLM's (1, 2.5] bucket otherwise hides every miss between 2 and 2.5 s. On the 4090 tier
-in three simulator runs of the Azure trace (gpufleet by size and by fraction, the HPA
-baseline by size; 349 intervals), it flagged 1 interval whose true share above 2 s was
-under 1%, and 71 of the 98 that were over it (the upper bracket alone: 51, none false).
+vLLM's (1, 2.5] bucket otherwise hides every miss between 2 and 2.5 s. The cases it must
+get right (a heavy tail inside the bucket shrinks, a light one does not) are in
+tests/unit/planning/test_planner.py.
 
 Shares at bucket bounds are exact, where a quantile is not: Prometheus's
 histogram_quantile interpolates inside a bucket, and with vLLM's buckets a 2 s objective
@@ -29,7 +28,7 @@ for SLOW because its histogram does not say whose requests were slow.
 
 The factor then moves (`next_capacity_factor`) in gentle, bounded steps:
 - SLOW shrinks it by 10%, never below 50%, and only when the violation can be capacity's
-  fault (`may_shrink` in the planner): not while replicas are starting or have just become
+  fault (`_may_shrink`): not while replicas are starting or have just become
   Ready (the replicas last pass bought are not carrying load yet: shrinking again would buy
   twice for one problem), not when the tier carries more than was planned
   (under-provisioning, which the optimizer already fixes with replicas), and not when it
@@ -42,8 +41,13 @@ The factor then moves (`next_capacity_factor`) in gentle, bounded steps:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
+
+from gpufleet.api.types import Tier, TrafficClass
+from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.model import MetricsState, TierObservation
 
 MIN_PERCENT = 50
 MAX_PERCENT = 100
@@ -140,3 +144,85 @@ def next_capacity_factor(percent: int, seen: Signal, *, may_shrink: bool = True)
     if seen is Signal.FAST:
         return min(MAX_PERCENT, percent + GROW_PERCENT)
     return percent
+
+
+# -- a pool's capacity factors for one pass ------------------------------------------------
+
+
+def capacity_factors(inputs: Inputs, models: Mapping[str, ReplicaModel]) -> dict[str, int]:
+    """Each tier's capacity factor for this pass: last pass's, moved by what the tier
+    showed when the metrics are current (kept as it was otherwise)."""
+    fresh = inputs.observation.metrics is MetricsState.AVAILABLE
+    factors = {}
+    for tier in inputs.tiers:
+        before = inputs.before(tier.name)
+        percent = before.capacity_factor_percent if before else 100
+        model = models.get(tier.name)
+        if fresh and model is not None:
+            percent = _tier_factor(inputs, tier, model, percent)
+        factors[tier.name] = percent
+    return factors
+
+
+def _served(inputs: Inputs, tier: str) -> list[TrafficClass]:
+    """The classes routed to a tier by the live weights."""
+    return [c for c in inputs.classes if inputs.previous_weights(c.name).get(tier, 0) > 0]
+
+
+def _tier_factor(inputs: Inputs, tier: Tier, model: ReplicaModel, percent: int) -> int:
+    seen = inputs.seen(tier.name)
+    served = _served(inputs, tier.name)
+    if not served or seen.ready_replicas <= 0:
+        return percent
+    objectives = [c.objective_seconds for c in served]
+    requests = (
+        None
+        if seen.requests_per_second is None
+        else seen.requests_per_second * inputs.spec.scaling.interval_seconds
+    )
+    evidence = signal(
+        fraction_above=seen.ttft_fraction_above,
+        p99_seconds=seen.ttft_p99_seconds,
+        tightest_seconds=min(objectives),
+        loosest_seconds=max(objectives),
+        requests=requests,
+    )
+    if evidence is not Signal.SLOW:
+        return next_capacity_factor(percent, evidence)
+    return next_capacity_factor(
+        percent, evidence, may_shrink=_may_shrink(inputs, tier, model, percent)
+    )
+
+
+def _may_shrink(inputs: Inputs, tier: Tier, model: ReplicaModel, percent: int) -> bool:
+    """Whether slow first tokens on this tier can be its capacity estimate's fault."""
+    seen = inputs.seen(tier.name)
+    before = inputs.before(tier.name)
+    if seen.starting_replicas > 0:
+        return False  # what last pass bought is not carrying load yet
+    if before is not None and seen.ready_replicas > before.ready_replicas:
+        return False  # became Ready within the last interval: not a full interval's load
+    current = model.with_capacity_factor(percent / 100.0)
+    served = _served(inputs, tier.name)
+    planned = min(current.max_utilization(c.objective_seconds, *c.shape) for c in served)
+    if planned <= 0:
+        return True  # the profile says it cannot hold its objective: no load to compare
+    load = _utilization(seen, current, served)
+    if load is None:
+        return True
+    return LOADED_AT_LEAST * planned <= load <= LOADED_AT_MOST * planned
+
+
+def _utilization(
+    seen: TierObservation, model: ReplicaModel, served: Sequence[TrafficClass]
+) -> float | None:
+    """The tier's utilization per Ready replica by the model, from its token rates (or,
+    without them, its request rate at the served classes' mean shape)."""
+    if seen.prompt_tokens_per_second is not None and seen.generation_tokens_per_second is not None:
+        work = seen.prompt_tokens_per_second * model.prefill_seconds_for(1.0)
+        work += seen.generation_tokens_per_second * model.service_seconds(0.0, 1.0)
+        return work / seen.ready_replicas
+    if seen.requests_per_second is not None:
+        seconds = max(model.service_seconds(*c.shape) for c in served)
+        return seen.requests_per_second * seconds / seen.ready_replicas
+    return None

@@ -121,13 +121,17 @@ class ClassPlan:
     name: str
     weights: Mapping[str, int]  # tier -> integer weight; sums to 100 over tiers with traffic
     demand_tokens_per_second: float | None = None
-    predicted_ttft_p99_seconds: float | None = None
+    predicted_ttft_p99_seconds: float | None = None  # None: routed nowhere, or overloaded
     served_fraction: float = 1.0  # < 1 when capacity ran short
+    overloaded: bool = False  # routed to a tier whose planned load it cannot hold
+    eligible_tiers: tuple[str, ...] = ()  # tiers that hold its (or its best-effort) objective
+    # Set when no tier holds the class's objective: the relaxed P99 it is planned for.
+    best_effort_ttft_p99_seconds: float | None = None
 
 
 @dataclass(frozen=True)
 class Verdict:
-    """A condition the plan decided: status (True/False/Unknown as None), reason, message."""
+    """A condition's value: status (True/False/Unknown as None), reason, message."""
 
     status: bool | None
     reason: Reason
@@ -146,6 +150,6 @@ class Plan:
     cost_per_million_tokens: float | None
     energy_kwh_per_million_tokens: float | None
     carbon_grams_per_million_tokens: float | None
-    objectives: Verdict  # ObjectivesMet
-    degraded: Verdict  # Degraded
-    metrics: Verdict  # MetricsAvailable
+    # No decision on metrics this pass: a new pool's first replicas, or the last decision
+    # kept because the metrics are missing.
+    awaiting_metrics: bool = False

@@ -8,7 +8,7 @@ by the reconciler only after the status write succeeded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.api.conditions import find, set_condition
@@ -24,16 +24,11 @@ from gpufleet.api.status import (
     TierWeight,
 )
 from gpufleet.api.types import InferencePool
+from gpufleet.planning import conditions as checks
+from gpufleet.planning.conditions import RoutingState
 from gpufleet.planning.model import Observation, Plan, Verdict
 
-
-@dataclass(frozen=True)
-class RoutingState:
-    """What happened to the HTTPRoute this pass."""
-
-    applied: bool
-    reason: Reason
-    message: str
+__all__ = ["EventRecord", "RoutingState", "build_status", "events", "money"]
 
 
 @dataclass(frozen=True)
@@ -66,60 +61,27 @@ def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
 
-def ready_verdict(pool: InferencePool, observation: Observation, plan: Plan) -> Verdict:
-    """Ready: every traffic class can be served now by a Ready replica of a tier it uses."""
-    ready = {name: t.ready_replicas for name, t in observation.tiers.items()}
-    desired = {name: t.replicas for name, t in plan.tiers.items()}
-    missing = [
-        f"{name} {ready.get(name, 0)}/{want}"
-        for name, want in desired.items()
-        if ready.get(name, 0) < want
-    ]
-    unserved = [
-        c.name
-        for c in pool.spec.traffic_classes
-        if c.name in plan.classes
-        and not any(
-            w > 0 and ready.get(tier, 0) > 0 for tier, w in plan.classes[c.name].weights.items()
-        )
-    ]
-    if unserved:
-        starting = sum(t.starting_replicas for t in observation.tiers.values())
-        return Verdict(
-            False,
-            Reason.REPLICAS_STARTING if starting else Reason.NO_READY_REPLICAS,
-            f"No Ready replica serves {', '.join(unserved)}"
-            + (f" ({starting} replicas starting)" if starting else ""),
-        )
-    if missing:
-        return Verdict(
-            True,
-            Reason.PARTIALLY_READY,
-            "Serving every class; not Ready yet: " + ", ".join(missing),
-        )
-    return Verdict(True, Reason.TIERS_READY, "All desired replicas are Ready")
-
-
 def build_status(
     pool: InferencePool,
     observation: Observation,
     plan: Plan,
     routing: RoutingState,
     previous: InferencePoolStatus,
+    *,
+    conflicts: Sequence[str] = (),
 ) -> InferencePoolStatus:
-    """The status this pass writes."""
+    """The status this pass writes. `routing` and `conflicts`: what applying did (the
+    HTTPRoute's outcome, children names held by objects the pool does not own)."""
     now = observation.now
     generation = pool.metadata.generation
+    spec = pool.spec
     conditions: list[Condition] = list(previous.conditions)
     verdicts: list[tuple[ConditionType, Verdict]] = [
-        (ConditionType.READY, ready_verdict(pool, observation, plan)),
-        (ConditionType.OBJECTIVES_MET, plan.objectives),
-        (ConditionType.METRICS_AVAILABLE, plan.metrics),
-        (ConditionType.DEGRADED, plan.degraded),
-        (
-            ConditionType.ROUTING_APPLIED,
-            Verdict(routing.applied, routing.reason, routing.message),
-        ),
+        (ConditionType.READY, checks.ready(spec, observation, plan)),
+        (ConditionType.OBJECTIVES_MET, checks.objectives(spec, observation, plan)),
+        (ConditionType.METRICS_AVAILABLE, checks.metrics(observation)),
+        (ConditionType.DEGRADED, checks.degraded(spec, observation, plan, conflicts)),
+        (ConditionType.ROUTING_APPLIED, checks.routing(routing)),
     ]
     for type_, verdict in verdicts:
         conditions = set_condition(

@@ -35,10 +35,10 @@ import numpy as np
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import Accelerator, InferencePool, InferencePoolSpec, Tier
 from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
+from gpufleet.planning.classes import BEST_EFFORT_SLACK
 from gpufleet.planning.demand import infer_demand, with_backlog
 from gpufleet.planning.model import ClassDemand, Observation, Plan, TierObservation
 from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
-from gpufleet.planning.planner import BEST_EFFORT_SLACK
 from gpufleet.planning.status import RoutingState, build_status
 from gpufleet.sim.traces import Trace
 

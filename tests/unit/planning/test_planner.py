@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from gpufleet.api.status import Reason
-from gpufleet.planning.model import MetricsState, Plan
-from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH, plan
+from gpufleet.api.types import InferencePoolSpec
+from gpufleet.planning import conditions
+from gpufleet.planning.model import MetricsState, Observation, Plan, Verdict
+from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
+from gpufleet.planning.planner import plan as planner_plan
 from gpufleet.planning.profiles import replica_model
 from tests.pools import tier, traffic_class
 from tests.unit.planning.factories import (
@@ -31,6 +35,34 @@ pytestmark = pytest.mark.timeout(2)
 
 LIVE = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
 ALONE = traffic_class("realtime", 100, priority=100)  # the only (so default) class
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A plan with the conditions status would set from it (`conditions`)."""
+
+    plan: Plan
+    spec: InferencePoolSpec
+    observation: Observation
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.plan, name)
+
+    @property
+    def objectives(self) -> Verdict:
+        return conditions.objectives(self.spec, self.observation, self.plan)
+
+    @property
+    def degraded(self) -> Verdict:
+        return conditions.degraded(self.spec, self.observation, self.plan)
+
+    @property
+    def metrics(self) -> Verdict:
+        return conditions.metrics(self.observation)
+
+
+def plan(s: InferencePoolSpec, seen: Observation, status: Any) -> Any:
+    return Judged(planner_plan(s, seen, status), s, seen)
 
 
 def capacity_rps(
@@ -377,6 +409,18 @@ def test_unschedulable_replicas_cap_the_tier_and_traffic_overflows(
     assert p.degraded.status is True and p.degraded.reason is reason
     assert p.reason is Reason.OVERFLOW
     assert p.cost_per_hour == pytest.approx(2.00 * replicas(p)["h100"] + 0.25 * 6)
+
+
+def test_a_child_conflict_and_lost_capacity_are_both_told() -> None:
+    """One check decides Degraded from both causes: a conflict does not hide lost nodes."""
+    s = spec(tiers=[h100(maxReplicas=8), rtx4090(preemptible=True)])
+    tiers = {"rtx4090": {"desired_replicas": 10, "ready_replicas": 6, "unschedulable_replicas": 4}}
+    seen = observe(s, {"realtime": 1000, "batch": 30000}, ready={"h100": 2}, tiers=tiers)
+    p = plan(s, seen, previous({"h100": 2, "rtx4090": 10}, LIVE))
+    verdict = conditions.degraded(s, seen, p.plan, ["Service llama3-8b-h100"])
+    assert verdict.status is True and verdict.reason is Reason.CHILD_CONFLICT
+    assert "Service llama3-8b-h100" in verdict.message
+    assert "rtx4090: lost 4 with preemptible nodes" in verdict.message
 
 
 def _capped_passes(

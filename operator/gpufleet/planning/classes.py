@@ -1,0 +1,142 @@
+"""What serving each traffic class takes on each tier: one answer for the planner and the oracle.
+
+Per class and tier: the replica time one request costs (`service_seconds`), the highest
+utilization at which the class's P99 objective holds (`max_utilization`, only tiers where
+it is above zero: the class's eligible tiers), and the lower utilization it tolerates when
+another class's longer prompts share the tier (head-of-line blocking,
+`shared_utilization`). A class no tier can serve at its objective is planned best effort
+against a relaxed objective, a little above the best zero-load P99 any tier offers, so it
+is still served where it is served fastest (`best_effort_seconds`).
+
+The planner computes this at the classes' mean request shape; the simulator's oracle at
+each interval's actual shape. Both then ask the optimizer with `ClassCapacity.need`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from gpufleet.api.types import TrafficClass
+from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
+from gpufleet.planning.optimizer import ClassNeed
+
+# A class no tier can serve is planned against this multiple of the best zero-load P99.
+BEST_EFFORT_SLACK = 1.25
+
+Shape = tuple[float, float]  # mean prompt tokens, mean output tokens
+
+
+@dataclass(frozen=True)
+class ClassCapacity:
+    """What one class needs from each tier (see the module docstring)."""
+
+    name: str
+    priority: int
+    shape: Shape
+    objective_seconds: float  # the P99 it is planned for: its objective or best effort
+    best_effort_seconds: float | None  # set when no tier holds its own objective
+    service_seconds: Mapping[str, float]  # every tier with a model
+    max_utilization: Mapping[str, float]  # eligible tiers only (> 0)
+    shared_utilization: Mapping[str, Mapping[str, float]]  # tier -> other class -> rho*
+
+    @property
+    def eligible(self) -> tuple[str, ...]:
+        return tuple(self.max_utilization)
+
+    def is_eligible(self, tier: str) -> bool:
+        return self.max_utilization.get(tier, 0.0) > 0
+
+    @property
+    def tokens_per_request(self) -> float:
+        return sum(self.shape)
+
+    def cheapest(self, among: Mapping[str, int], prices: Mapping[str, float]) -> str | None:
+        """The eligible tier with replicas in `among` where a request of this class costs
+        least (price x replica time / utilization it may run at); ties go to spec order.
+        `prices`: dollars per replica-hour, in spec order."""
+        order = list(prices)
+        options = [t for t in order if among.get(t, 0) > 0 and self.is_eligible(t)]
+        return min(
+            options,
+            key=lambda t: (
+                prices[t] * self.service_seconds[t] / self.max_utilization[t],
+                order.index(t),
+            ),
+            default=None,
+        )
+
+    def need(self, rate_rps: float) -> ClassNeed:
+        """The optimizer's view of this class at a request rate (headroom included)."""
+        return ClassNeed(
+            name=self.name,
+            priority=self.priority,
+            rate_rps=rate_rps,
+            tokens_per_request=self.tokens_per_request,
+            service_seconds={t: self.service_seconds[t] for t in self.max_utilization},
+            max_utilization=self.max_utilization,
+            shared_utilization=self.shared_utilization,
+        )
+
+
+def blocking_seconds(model: ReplicaModel, shapes: Iterable[Shape]) -> float:
+    """Head-of-line wait on a replica behind the longest of these prompts."""
+    return max((model.head_of_line_seconds(shape[0]) for shape in shapes), default=0.0)
+
+
+def class_capacities(
+    classes: Sequence[TrafficClass],
+    models: Mapping[str, ReplicaModel],
+    shapes: Mapping[str, Shape] | None = None,
+) -> dict[str, ClassCapacity]:
+    """Per class, what it needs from each tier with a model; `shapes` overrides the
+    classes' mean prompt and output lengths."""
+    shape = {c.name: (shapes or {}).get(c.name, c.shape) for c in classes}
+    planned: dict[str, tuple[float, float | None, dict[str, float], dict[str, float]]] = {}
+    for cls in classes:
+        planned[cls.name] = _alone(cls, models, shape[cls.name])
+    capacities = {}
+    for cls in classes:
+        objective, best_effort, service, rho = planned[cls.name]
+        shared: dict[str, dict[str, float]] = {}
+        for tier, alone in rho.items():
+            model = models[tier]
+            for other in classes:
+                if other is cls or planned[other.name][3].get(tier, 0.0) <= 0:
+                    continue
+                blocking = blocking_seconds(model, [shape[other.name]])
+                if blocking <= 0:
+                    continue
+                limited = model.max_utilization(
+                    objective, *shape[cls.name], blocking_seconds=blocking
+                )
+                if limited < alone - 1e-9:
+                    shared.setdefault(tier, {})[other.name] = limited
+        capacities[cls.name] = ClassCapacity(
+            name=cls.name,
+            priority=cls.priority,
+            shape=shape[cls.name],
+            objective_seconds=objective,
+            best_effort_seconds=best_effort,
+            service_seconds=service,
+            max_utilization=rho,
+            shared_utilization=shared,
+        )
+    return capacities
+
+
+def _alone(
+    cls: TrafficClass, models: Mapping[str, ReplicaModel], shape: Shape
+) -> tuple[float, float | None, dict[str, float], dict[str, float]]:
+    """Objective planned for, best effort (if relaxed), service time and rho* per tier."""
+    objective = cls.objective_seconds
+    service = {n: m.service_seconds(*shape) for n, m in models.items()}
+    rho = {n: m.max_utilization(objective, *shape) for n, m in models.items()}
+    best_effort = None
+    if models and not any(r > 0 for r in rho.values()):
+        floor = min(
+            m.ttft_p99_at_utilization(MIN_ELIGIBLE_UTILIZATION, *shape) for m in models.values()
+        )
+        best_effort = objective = floor * BEST_EFFORT_SLACK
+        rho = {n: m.max_utilization(objective, *shape) for n, m in models.items()}
+    return objective, best_effort, service, {n: r for n, r in rho.items() if r > 0}

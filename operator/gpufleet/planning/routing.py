@@ -1,0 +1,91 @@
+"""Integer weights per class: where each class's traffic goes this pass.
+
+The optimizer splits what it serves of each class over tiers; `shed_overflow` decides
+where an under-served class's remainder goes, `stabilization.route_on_ready` moves
+traffic only onto Ready replicas (make before break), and `weights_for` turns shares into
+integer weights that sum to 100, keeping the live weights when the change is rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpufleet.planning.classes import ClassCapacity
+from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.stabilization import integer_weights
+
+
+def shed_overflow(
+    inputs: Inputs,
+    targets: Mapping[str, Mapping[str, float]],
+    served: Mapping[str, float],
+) -> dict[str, dict[str, float]]:
+    """Where an under-served class's unserved traffic goes.
+
+    The optimizer's routing splits what it *serves*; the router splits *all* of a class's
+    traffic by the same weights. For a class served only in part, that would push its
+    overflow onto tiers sized for higher-priority classes and break their objectives.
+    Keep the planned load on those tiers and send the remainder to the class's tiers that
+    no higher-priority class uses (when it has any): the shortage stays with the class the
+    priorities say should bear it.
+    """
+    priority = {c.name: c.priority for c in inputs.classes}
+    result = {c: dict(shares) for c, shares in targets.items()}
+    for name, shares in targets.items():
+        fraction = min(1.0, served.get(name, 1.0) * (1 + inputs.headroom))
+        if fraction >= 1.0 - 1e-9 or not shares:
+            continue
+        guarded = {
+            tier
+            for other, other_shares in targets.items()
+            if priority.get(other, 0) > priority.get(name, 0)
+            for tier, share in other_shares.items()
+            if share > 0
+        }
+        own = {t: v for t, v in shares.items() if t not in guarded and v > 0}
+        if not own or not guarded & {t for t, v in shares.items() if v > 0}:
+            continue
+        own_total = sum(own.values())
+        result[name] = {
+            tier: share * fraction + (share / own_total * (1.0 - fraction) if tier in own else 0.0)
+            for tier, share in shares.items()
+        }
+    return result
+
+
+def weights_for(
+    inputs: Inputs,
+    capacity: ClassCapacity,
+    shares: Mapping[str, float],
+    target: Mapping[str, int],
+) -> dict[str, int]:
+    """Integer weights for a class: its shares, else where it can go now (Ready first).
+
+    A change of at most one point per tier is rounding, not a decision: the live weights
+    stay (no HTTPRoute write, no Event, for a share that moved by a hair).
+    """
+    names = inputs.names
+    cls = capacity.name
+    weights = integer_weights(shares, names)
+    live = inputs.previous_weights(cls)
+    if (
+        weights
+        and live
+        and all(target.get(t, 0) > 0 and capacity.is_eligible(t) for t in live)
+        and max(abs(weights.get(t, 0) - live.get(t, 0)) for t in set(weights) | set(live)) <= 1
+    ):
+        weights = live
+    if not weights:
+        ready = {n: min(inputs.seen(n).ready_replicas, target.get(n, 0)) for n in names}
+        still = {
+            t: float(w) for t, w in live.items() if ready.get(t, 0) > 0 and capacity.is_eligible(t)
+        }
+        weights = integer_weights(still, names)
+        if not weights:
+            choice = capacity.cheapest(ready, inputs.prices) or capacity.cheapest(
+                target, inputs.prices
+            )
+            if choice is None and not capacity.max_utilization:  # no profile: any replica
+                choice = next((n for n in names if target.get(n, 0) > 0), None)
+            weights = {choice: 100} if choice else {}
+    return {n: weights.get(n, 0) for n in names}
