@@ -29,12 +29,9 @@ longer prompts waits for theirs:
 
 (an arrival that lands in a prefill lands, on average, in a prompt twice the mean length
 when lengths vary as much as an exponential: long prompts take more of the time). Pass it
-as ``blocking_seconds`` to the latency and capacity methods. In the simulator's engine
-(`tests/unit/sim/test_head_of_line.py`), 2 req/s of realtime
-prompts (the Azure conversation trace's shortest 30%, mean 290 tokens) on one H100 PCIe
-hold a P99 of 49 ms alone and, beside the other 70% (mean 1,529 tokens, 20% above
-2,048), 66 ms at 0.2 batch req/s, 147 ms at 0.5, 189 ms at 1 and 277 ms at 2; the model
-says 33 + 151 = 184 ms: a 100 ms class cannot share a tier with them.
+as ``blocking_seconds`` to the latency and capacity methods. The simulator's engine checks
+this against requests it serves one by one (`tests/unit/sim/test_head_of_line.py`): a
+100 ms class cannot share an H100 with the Azure trace's long prompts.
 
 Public API (the simulator codes against it; build a model with
 `gpufleet.planning.profiles.replica_model(tier, model_spec)`)::
