@@ -10,18 +10,12 @@ import pytest
 from gpufleet.api.status import ClassStatus, InferencePoolStatus, TierWeight
 from gpufleet.planning.model import MetricsState, Observation, TierObservation
 from gpufleet.planning.planner import plan
+from gpufleet.sim.baselines import UtilizationPolicy, fixed_weights
 from gpufleet.sim.engine import SimConfig, models_of, simulate
-from gpufleet.sim.policies import (
-    ClassLoad,
-    OraclePolicy,
-    Seen,
-    UtilizationPolicy,
-    class_loads,
-    fixed_weights,
-    largest_remainder,
-    make_policies,
-    operator_view,
-)
+from gpufleet.sim.gpufleet_policy import operator_view
+from gpufleet.sim.oracle import OraclePolicy, largest_remainder
+from gpufleet.sim.policies import make_policies
+from gpufleet.sim.policy import ClassLoad, Seen, class_loads
 from gpufleet.sim.traces import Trace
 from tests.pools import tier
 from tests.unit.sim.factories import mixed_pool, renamed_pool, trace
