@@ -21,6 +21,7 @@ from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
 from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
 from gpufleet.planning.planner import BEST_EFFORT_SLACK
+from gpufleet.planning.stabilization import integer_weights
 from gpufleet.sim.baselines import StaticPolicy
 from gpufleet.sim.engine import SimConfig, simulate
 from gpufleet.sim.fleet import Preemption
@@ -182,12 +183,12 @@ class OraclePolicy:
             )
         budget = spec.objectives.max_hourly_cost
         solution = optimize(tiers, needs, None if budget is None else float(budget))
+        # Rounded as the planner rounds its shares; every tier named, 0 where none goes.
+        names = [t.name for t in spec.tiers]
         weights = {}
         for c in spec.traffic_classes:
-            shares = solution.routing.get(c.name, {})
-            weights[c.name] = largest_remainder(
-                {t.name: shares.get(t.name, 0.0) for t in spec.tiers}
-            )
+            rounded = integer_weights(solution.routing.get(c.name, {}), names)
+            weights[c.name] = {t: rounded.get(t, 0) for t in names}
         short = frozenset(n for n, v in solution.served.items() if v < 1.0 - 1e-6)
         return _Candidate(
             Decision(replicas=dict(solution.replicas), weights=weights, instant=True),
@@ -252,16 +253,3 @@ def _key(decision: Decision) -> tuple[object, ...]:
         tuple(sorted(decision.replicas.items())),
         tuple(sorted((c, tuple(sorted(w.items()))) for c, w in decision.weights.items())),
     )
-
-
-def largest_remainder(shares: Mapping[str, float], total: int = 100) -> dict[str, int]:
-    """Integer weights summing to `total` in proportion to `shares` (ties in given order)."""
-    mass = sum(v for v in shares.values() if v > 0)
-    if mass <= 0:
-        return {k: 0 for k in shares}
-    exact = {k: max(v, 0.0) / mass * total for k, v in shares.items()}
-    weights = {k: math.floor(v) for k, v in exact.items()}
-    left = total - sum(weights.values())
-    for k in sorted(exact, key=lambda k: -(exact[k] - weights[k]))[:left]:
-        weights[k] += 1
-    return weights
