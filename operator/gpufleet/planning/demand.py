@@ -20,7 +20,8 @@ for minutes, and most of its batch misses came from there: `make bench-sim` repl
 trace, BENCHMARKS.md has its numbers.)
 
 `prompt_share` and `split_demand` split one tokens/s figure into prompt and generated
-tokens by the class's mean lengths.
+tokens by the class's mean lengths. `planning.observed.observe_classes` puts these
+together into what the planner reads per class.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """The `gpufleet` policy: the real planner in the loop, seeing what the operator would see.
 
 `gpufleet.planning.planner.plan` runs every intervalSeconds on the observation the
-operator's Prometheus adapter would give it for the simulated series (`operator_view`),
-and the status it wrote is carried to the next pass through the same `build_status` and
-JSON round trip as the operator's.
+operator would build from the simulated series (`operator_view`), and the status it wrote
+is carried to the next pass through the same `build_status` and JSON round trip as the
+operator's.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from dataclasses import dataclass, field, replace
 
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
-from gpufleet.planning.demand import infer_demand, with_backlog
-from gpufleet.planning.model import ClassDemand, Observation, Plan, TierObservation
+from gpufleet.planning.model import Observation, Plan, TierObservation
+from gpufleet.planning.observed import observe_classes
 from gpufleet.planning.status import RoutingState, build_status
 from gpufleet.sim.policy import Decision, Seen
 
@@ -64,67 +64,16 @@ class GpufleetPolicy:
 def operator_view(
     observation: Observation, pool: InferencePool, status: InferencePoolStatus
 ) -> Observation:
-    """The observation as the operator's Prometheus adapter builds it from the same series.
+    """The observation as the operator builds it from the same series.
 
-    Mirrors `gpufleet.adapters.prometheus` (which the simulator may not import): a class
-    with a demandQuery is measured (here: its true demand); the others are inferred from
-    the tiers' token rates (plus their waiting requests' tokens, `with_backlog`) and the
-    live weights by `gpufleet.planning.demand.infer_demand`, started from the demand last
-    planned. A class's P99 is the worst P99 of the tiers its
-    live weights send it to.
+    The engine shows each class's true demand and P99; the operator sees per-tier series
+    and each demandQuery's answer, and infers the rest with the same
+    `gpufleet.planning.observed.observe_classes`, from the live weights of the status
+    this policy last wrote. A class with a demandQuery is measured: here it gets its
+    true demand, what that query would answer.
     """
-    spec = pool.spec
-    live = {c.name: {w.tier: w.weight for w in c.weights} for c in status.classes}
-    prior = {c.name: float(c.demand_tokens_per_second or 0) for c in status.classes}
-    measured = {
-        c.name: d.tokens_per_second
-        for c in spec.traffic_classes
-        if c.demand_query is not None and (d := observation.demand.get(c.name)) is not None
-    }
-    shares = {
-        c.name: c.mean_prompt_tokens / (c.mean_prompt_tokens + c.mean_output_tokens)
-        for c in spec.traffic_classes
-    }
-    parts = {}
-    interval = float(spec.scaling.interval_seconds)
-    for prompt_part in (True, False):
-        per_tier = {
-            name: with_backlog(
-                t.prompt_tokens_per_second if prompt_part else t.generation_tokens_per_second,
-                t.requests_per_second,
-                t.requests_waiting,
-                interval,
-            )
-            for name, t in observation.tiers.items()
-        }
-
-        def part(name: str, value: float, prompt_part: bool = prompt_part) -> float:
-            return value * (shares[name] if prompt_part else 1.0 - shares[name])
-
-        parts[prompt_part] = infer_demand(
-            per_tier,
-            live,
-            {c: part(c, v) for c, v in prior.items() if c in shares},
-            {c: part(c, v) for c, v in measured.items()},
-        )
-    demand: dict[str, ClassDemand | None] = {}
-    for c in spec.traffic_classes:
-        if c.name in measured:
-            total = measured[c.name]
-            demand[c.name] = ClassDemand(total * shares[c.name], total * (1 - shares[c.name]))
-            continue
-        prompt, generated = parts[True].get(c.name), parts[False].get(c.name)
-        demand[c.name] = (
-            None if prompt is None or generated is None else ClassDemand(prompt, generated)
-        )
-    class_p99: dict[str, float | None] = {}
-    for c in spec.traffic_classes:
-        seen = [
-            p99
-            for t, w in live.get(c.name, {}).items()
-            if w > 0
-            and t in observation.tiers
-            and (p99 := observation.tiers[t].ttft_p99_seconds) is not None
-        ]
-        class_p99[c.name] = max(seen) if seen else None
-    return replace(observation, demand=demand, class_ttft_p99_seconds=class_p99)
+    answers = {name: d.tokens_per_second for name, d in observation.demand.items() if d is not None}
+    classes = observe_classes(pool.spec, status, observation.tiers, answers)
+    return replace(
+        observation, demand=classes.demand, class_ttft_p99_seconds=classes.ttft_p99_seconds
+    )
