@@ -179,7 +179,7 @@ on the fastest tier, by the profiles, is within the objective; no policy can do 
 {policies}
 
 The oracle is the cost of a fleet that meets the SLO with perfect foresight (see
-`OraclePolicy` in `operator/gpufleet/sim/policies.py`): per interval, starting from the
+`OraclePolicy` in `operator/gpufleet/sim/oracle.py`): per interval, starting from the
 planner's optimizer on that interval's actual demand and scaling a failing class's demand
 up by 1.25 at a time, the first fleet whose replay of the interval in the simulator meets
 every class's objective (misses no more than the requests whose prompts no fleet can serve

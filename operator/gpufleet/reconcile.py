@@ -31,6 +31,7 @@ from gpufleet.planning.model import (
     TierMetrics,
     TierObservation,
 )
+from gpufleet.planning.observed import ClassObservations, observe_classes
 from gpufleet.planning.status import EventRecord, RoutingState, build_status, events
 from gpufleet.telemetry import Telemetry
 
@@ -87,13 +88,20 @@ def observe(
             # Every Prometheus reading of the tier, field for field (TierObservation has them).
             **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
         )
+    # Demand and P99 per class, from the tiers' readings and the live weights; nothing to
+    # infer them from when the metrics cannot be trusted.
+    classes = (
+        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries)
+        if reading.state is MetricsState.AVAILABLE
+        else ClassObservations()
+    )
     return Observation(
         now=now,
         tiers=tiers,
         metrics=reading.state,
         metrics_message=reading.message,
-        demand=reading.demand,
-        class_ttft_p99_seconds=reading.class_ttft_p99_seconds,
+        demand=classes.demand,
+        class_ttft_p99_seconds=classes.ttft_p99_seconds,
     )
 
 

@@ -29,7 +29,8 @@ from prometheus_client.core import (
 from gpufleet.adapters.prometheus import PrometheusMetrics
 from gpufleet.api.types import InferencePool
 from gpufleet.dev.prometheus import PrometheusServer, ScrapeGroup, free_port
-from gpufleet.planning.model import MetricsState
+from gpufleet.planning.model import MetricsReading, MetricsState
+from gpufleet.planning.observed import ClassObservations, observe_classes
 from tests.pools import pool, tier, traffic_class
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(120)]
@@ -228,6 +229,11 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+def classes_of(pool_: InferencePool, reading: MetricsReading) -> ClassObservations:
+    """What the operator makes of the reading per class (as gpufleet.reconcile.observe)."""
+    return observe_classes(pool_.spec, pool_.status, reading.tiers, reading.demand_queries)
+
+
 def test_reads_every_tier_metric_by_the_relabelled_pod_labels(fleet: Fleet) -> None:
     metrics = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1)
     reading = metrics.read(inference_pool(), now())
@@ -244,33 +250,31 @@ def test_reads_every_tier_metric_by_the_relabelled_pod_labels(fleet: Fleet) -> N
 
 
 def test_class_demand_is_inferred_from_tier_rates_and_live_weights(fleet: Fleet) -> None:
-    reading = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1).read(
-        inference_pool(), now()
-    )
-    realtime, batch = reading.demand["realtime"], reading.demand["batch"]
+    pool_ = inference_pool()
+    reading = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1).read(pool_, now())
+    seen = classes_of(pool_, reading)
+    realtime, batch = seen.demand["realtime"], seen.demand["batch"]
     assert realtime is not None and batch is not None
     assert realtime.tokens_per_second == pytest.approx(1000.0, rel=0.05)
     # Served tokens plus the queued requests' tokens, spread over one interval (5 s): a
     # saturated tier reports what it serves, not what is asked of it.
     assert batch.tokens_per_second == pytest.approx(5000.0 + BACKLOG_TOKENS_PER_SECOND, rel=0.05)
     # Each class's worst tier: realtime sees the H100's P99, batch the 4090's.
-    assert reading.class_ttft_p99_seconds["realtime"] == pytest.approx(
-        expected_p99(H100_TTFT), rel=0.02
-    )
-    assert reading.class_ttft_p99_seconds["batch"] == pytest.approx(
-        expected_p99(RTX_TTFT), rel=0.02
-    )
+    assert seen.ttft_p99_seconds["realtime"] == pytest.approx(expected_p99(H100_TTFT), rel=0.02)
+    assert seen.ttft_p99_seconds["batch"] == pytest.approx(expected_p99(RTX_TTFT), rel=0.02)
 
 
 def test_a_class_demand_query_is_used_when_set(fleet: Fleet) -> None:
     query = 'sum(rate(gateway_route_tokens_total{route="realtime"}[5s]))'
     pool_ = inference_pool(realtime_query=query)
     reading = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1).read(pool_, now())
-    realtime = reading.demand["realtime"]
+    assert reading.demand_queries["realtime"] == pytest.approx(1000.0, rel=0.05)
+    seen = classes_of(pool_, reading)
+    realtime = seen.demand["realtime"]
     assert realtime is not None
     assert realtime.tokens_per_second == pytest.approx(1000.0, rel=0.05)
     assert realtime.prompt_tokens_per_second == pytest.approx(500.0, rel=0.05)
-    batch = reading.demand["batch"]
+    batch = seen.demand["batch"]
     assert batch is not None
     assert batch.tokens_per_second == pytest.approx(5000.0 + BACKLOG_TOKENS_PER_SECOND, rel=0.05)
 
@@ -279,7 +283,9 @@ def test_a_broken_demand_query_leaves_that_class_unknown_not_the_pool(fleet: Fle
     pool_ = inference_pool(realtime_query="sum(rate(")
     reading = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1).read(pool_, now())
     assert reading.state is MetricsState.AVAILABLE
-    assert reading.demand["realtime"] is not None  # falls back to inference from the tiers
+    assert reading.demand_queries == {"realtime": None}
+    # falls back to inference from the tiers
+    assert classes_of(pool_, reading).demand["realtime"] is not None
 
 
 def test_no_series_for_the_pool_is_no_data(fleet: Fleet) -> None:

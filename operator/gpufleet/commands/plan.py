@@ -21,8 +21,8 @@ from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePool
 from gpufleet.commands.common import UsageError, load_pool
 from gpufleet.planning import conditions
+from gpufleet.planning.demand import split_demand
 from gpufleet.planning.model import (
-    ClassDemand,
     MetricsState,
     Observation,
     Plan,
@@ -97,19 +97,13 @@ def parse_demand(text: str, classes: list[str]) -> dict[str, float]:
 def what_if(pool: InferencePool, demand: dict[str, float]) -> Plan:
     """The plan for `demand` on a fleet with nothing running yet."""
     spec = pool.spec
-    shares = {
-        c.name: c.mean_prompt_tokens / (c.mean_prompt_tokens + c.mean_output_tokens)
-        for c in spec.traffic_classes
-    }
+    classes = {c.name: c for c in spec.traffic_classes}
     observation = Observation(
         now=WHAT_IF_TIME,
         tiers={t.name: TierObservation(name=t.name) for t in spec.tiers},
         metrics=MetricsState.AVAILABLE,
         metrics_message="What-if: demand given on the command line",
-        demand={
-            name: ClassDemand(tokens * shares[name], tokens * (1 - shares[name]))
-            for name, tokens in demand.items()
-        },
+        demand={name: split_demand(classes[name], tokens) for name, tokens in demand.items()},
     )
     return plan(spec, observation, InferencePoolStatus())
 

@@ -9,5 +9,7 @@ The planner and its parts (time is always an argument):
   `fitting`) or the tier's own profile.
 - `optimizer.optimize`: the MILP over replicas and routing; `feedback`, `stabilization`
   and `explain` turn its answer into a stable decision with a reason.
-- `demand.infer_demand`: per-class demand from per-tier token rates and live weights.
+- `demand.infer_demand`: per-class demand from per-tier token rates and live weights;
+  `observed.observe_classes` puts it together: demand and P99 per class from what
+  Prometheus says per tier, for the operator and the simulator alike.
 """

@@ -14,16 +14,41 @@ A saturated tier counts the tokens it *served*, its capacity, not its demand: th
 waits in its queue. `with_backlog` adds the tokens of the requests waiting there
 (`vllm:num_requests_waiting` times the tokens per request the tier served), spread over
 one decision interval, so that a tier short of replicas asks for enough to serve its
-demand and clear its queue rather than for what it already has. (On the Azure trace,
-without it, a fleet started for a quiet first interval saw its batch demand as a fifth of
-what it was for four minutes: 589 of its 674 batch misses in the simulator.)
+demand and clear its queue rather than for what it already has. (Without it, a fleet
+started for a quiet first interval of the Azure trace read its batch demand far too low
+for minutes, and most of its batch misses came from there: `make bench-sim` replays that
+trace, BENCHMARKS.md has its numbers.)
+
+`prompt_share` and `split_demand` split one tokens/s figure into prompt and generated
+tokens by the class's mean lengths. `planning.observed.observe_classes` puts these
+together into what the planner reads per class.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+from gpufleet.api.types import TrafficClass
+from gpufleet.planning.model import ClassDemand
+
 _ITERATIONS = 200
+
+
+def prompt_share(traffic_class: TrafficClass) -> float:
+    """The share of a class's tokens that are prompt, from its mean prompt and output lengths.
+
+    A class's demand comes as one tokens/s figure (its demandQuery, `gpufleet plan
+    --demand`) or as prompt and generated parts inferred separately; the planner sizes
+    prefill and decode apart, so the one figure is split by this share.
+    """
+    prompt, output = traffic_class.mean_prompt_tokens, traffic_class.mean_output_tokens
+    return prompt / (prompt + output)
+
+
+def split_demand(traffic_class: TrafficClass, tokens_per_second: float) -> ClassDemand:
+    """A class's tokens/s as prompt and generated tokens/s, by `prompt_share`."""
+    share = prompt_share(traffic_class)
+    return ClassDemand(tokens_per_second * share, tokens_per_second * (1 - share))
 
 
 def infer_demand(

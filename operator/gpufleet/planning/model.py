@@ -90,13 +90,18 @@ class TierMetrics:
 
 @dataclass(frozen=True)
 class MetricsReading:
-    """What a metrics source (gpufleet.adapters.prometheus) saw for one pool."""
+    """What a metrics source (gpufleet.adapters.prometheus) saw for one pool, as it said it.
+
+    Per-class demand and P99 are not in it: `planning.observed.observe_classes` infers
+    them from these readings and the live weights.
+    """
 
     state: MetricsState
     message: str = ""
     tiers: Mapping[str, TierMetrics] = field(default_factory=dict)
-    demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
-    class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
+    # class -> what its demandQuery answered, tokens/s (None: no usable answer); only
+    # classes with a demandQuery.
+    demand_queries: Mapping[str, float | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

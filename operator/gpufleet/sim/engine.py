@@ -35,7 +35,7 @@ from gpufleet.sim.metrics import (
     fraction_above,
     histogram_quantile,
 )
-from gpufleet.sim.policies import Decision, Policy, Seen, class_loads, demand_of
+from gpufleet.sim.policy import Decision, Policy, Seen, class_loads, demand_of
 from gpufleet.sim.replica import engine_params
 from gpufleet.sim.traces import STREAM_PREEMPTION, STREAM_ROUTING, Trace, rng
 

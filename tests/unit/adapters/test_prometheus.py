@@ -1,6 +1,7 @@
-"""PromQL builders, demand inference, and the Prometheus adapter on a fake client.
+"""PromQL builders, and the Prometheus adapter on a fake client.
 
-(The adapter against a real Prometheus: tests/integration/test_prometheus_adapter.py.)
+(The adapter against a real Prometheus: tests/integration/test_prometheus_adapter.py; what
+the operator infers per class from its readings: tests/unit/planning/test_observed.py.)
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ import requests
 from gpufleet.adapters import promql
 from gpufleet.adapters.prometheus import PrometheusMetrics
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.demand import infer_demand
 from gpufleet.planning.model import MetricsState
+from gpufleet.planning.observed import ClassObservations, observe_classes
 from tests.pools import pool
 
 pytestmark = pytest.mark.timeout(2)
@@ -81,75 +82,6 @@ def test_pool_queries_use_the_window_everywhere_a_rate_is_taken() -> None:
     assert "rate(" not in queries.waiting and "rate(" not in queries.kv_cache
 
 
-# -- demand inference -------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("tiers", "weights", "prior", "known", "expected"),
-    [
-        pytest.param(
-            {"h100": 2000.0, "rtx": 4000.0},
-            {"rt": {"h100": 100}, "batch": {"h100": 20, "rtx": 80}},
-            {},
-            {},
-            {"rt": 1000.0, "batch": 5000.0},
-            id="identifiable-exact",
-        ),
-        pytest.param(
-            {"h100": 3000.0},
-            {"rt": {"h100": 100}, "batch": {"h100": 100}},
-            {"rt": 1000.0, "batch": 2000.0},
-            {},
-            {"rt": 1000.0, "batch": 2000.0},
-            id="same-tier-keeps-last-split",
-        ),
-        pytest.param(
-            {"h100": 6000.0},
-            {"rt": {"h100": 100}, "batch": {"h100": 100}},
-            {"rt": 1000.0, "batch": 2000.0},
-            {},
-            {"rt": 2000.0, "batch": 4000.0},
-            id="same-tier-scales-last-split",
-        ),
-        pytest.param(
-            {"h100": 3000.0},
-            {"rt": {"h100": 100}, "batch": {"h100": 100}},
-            {},
-            {"rt": 1000.0},
-            {"batch": 2000.0},
-            id="known-class-subtracted",
-        ),
-        pytest.param(
-            {"h100": 3000.0},
-            {"rt": {"h100": 100}, "new": {}},
-            {},
-            {},
-            {"rt": 3000.0, "new": None},
-            id="unrouted-class-unknown",
-        ),
-        pytest.param(
-            {"h100": None, "rtx": 400.0},
-            {"rt": {"h100": 100}, "batch": {"rtx": 100}},
-            {},
-            {},
-            {"rt": 0.0, "batch": 400.0},
-            id="tier-without-data-counts-zero",
-        ),
-    ],
-)
-def test_infer_demand(
-    tiers: dict[str, float | None],
-    weights: dict[str, dict[str, int]],
-    prior: dict[str, float],
-    known: dict[str, float],
-    expected: dict[str, float | None],
-) -> None:
-    got = infer_demand(tiers, weights, prior, known)
-    assert got.keys() == expected.keys()
-    for name, value in expected.items():
-        assert got[name] == (None if value is None else pytest.approx(value, rel=1e-3)), name
-
-
 # -- the adapter on a fake Prometheus ---------------------------------------------------------
 
 
@@ -178,8 +110,10 @@ def vector(**by_tier: float | str) -> list[dict[str, Any]]:
     ]
 
 
-def inference_pool() -> InferencePool:
+def inference_pool(realtime_query: str | None = None) -> InferencePool:
     body = pool(namespace="llm", scaling={"intervalSeconds": 30})
+    if realtime_query is not None:
+        body["spec"]["trafficClasses"][0]["demandQuery"] = realtime_query
     body["status"] = {
         "classes": [
             {"name": "realtime", "weights": [{"tier": "h100", "weight": 100}]},
@@ -192,8 +126,15 @@ def inference_pool() -> InferencePool:
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
-def read(answers: dict[str, Any] | Callable[[str], Any]) -> Any:
-    return PrometheusMetrics(client=FakePrometheus(answers)).read(inference_pool(), NOW)
+def read(answers: dict[str, Any] | Callable[[str], Any], realtime_query: str | None = None) -> Any:
+    pool_ = inference_pool(realtime_query)
+    return PrometheusMetrics(client=FakePrometheus(answers)).read(pool_, NOW)
+
+
+def classes_of(reading: Any) -> ClassObservations:
+    """What the operator makes of the reading per class (as gpufleet.reconcile.observe)."""
+    pool_ = inference_pool()
+    return observe_classes(pool_.spec, pool_.status, reading.tiers, reading.demand_queries)
 
 
 def test_reads_tiers_and_infers_demand() -> None:
@@ -211,11 +152,35 @@ def test_reads_tiers_and_infers_demand() -> None:
     assert reading.state is MetricsState.AVAILABLE
     assert reading.tiers["h100"].ttft_p99_seconds == 0.03
     assert reading.tiers["rtx4090"].ttft_p99_seconds is None  # NaN: no request finished
-    assert reading.demand["realtime"].tokens_per_second == pytest.approx(1000)
+    assert reading.demand_queries == {}  # no class has a demandQuery
+    seen = classes_of(reading)
+    realtime, batch = seen.demand["realtime"], seen.demand["batch"]
+    assert realtime is not None and batch is not None
+    assert realtime.tokens_per_second == pytest.approx(1000)
     # The 4090s served 6000 tokens/s (400 per request) and hold 7 waiting requests:
     # demand the next interval must also serve.
-    assert reading.demand["batch"].tokens_per_second == pytest.approx(6000 + 7 * 400 / 30)
-    assert reading.class_ttft_p99_seconds == {"realtime": 0.03, "batch": None}
+    assert batch.tokens_per_second == pytest.approx(6000 + 7 * 400 / 30)
+    assert seen.ttft_p99_seconds == {"realtime": 0.03, "batch": None}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        pytest.param(vector(h100=600, rtx4090=400), 1000.0, id="summed"),
+        pytest.param([1.0, "-5"], -5.0, id="scalar-as-said"),
+        pytest.param([], None, id="empty"),
+        pytest.param(requests.exceptions.ConnectionError(), None, id="unreachable"),
+    ],
+)
+def test_a_demand_query_is_returned_as_prometheus_answered_it(
+    answer: Any, expected: float | None
+) -> None:
+    reading = read(
+        {"time() -": vector(h100=1, rtx4090=1), "gateway_tokens": answer},
+        realtime_query="sum(rate(gateway_tokens[30s]))",
+    )
+    assert reading.state is MetricsState.AVAILABLE
+    assert reading.demand_queries == {"realtime": expected}
 
 
 @pytest.mark.parametrize(
@@ -314,24 +279,6 @@ def test_a_stale_tier_has_no_bucket_shares() -> None:
     assert read(answer).tiers["rtx4090"].ttft_fraction_above == {}
 
 
-@pytest.mark.parametrize(
-    ("tokens", "rps", "waiting", "expected"),
-    [
-        pytest.param(3000.0, 2.0, 0.0, 3000.0, id="no-queue"),
-        pytest.param(3000.0, 2.0, 60.0, 3000.0 + 60 * 1500 / 30, id="queue-cleared-in-an-interval"),
-        pytest.param(3000.0, 0.0, 60.0, 3000.0, id="nothing-served-no-size-known"),
-        pytest.param(None, 2.0, 60.0, None, id="no-rate"),
-    ],
-)
-def test_a_saturated_tier_counts_its_queue_as_demand(
-    tokens: float | None, rps: float, waiting: float, expected: float | None
-) -> None:
-    from gpufleet.planning.demand import with_backlog
-
-    got = with_backlog(tokens, rps, waiting, 30.0)
-    assert got == (None if expected is None else pytest.approx(expected))
-
-
 def test_the_adapter_adds_waiting_requests_to_inferred_demand() -> None:
     # The 4090s serve 3000 prompt tokens/s (2 req/s of 1500) with 60 requests waiting.
     answers = {
@@ -341,6 +288,6 @@ def test_the_adapter_adds_waiting_requests_to_inferred_demand() -> None:
         "request_success": vector(h100=0, rtx4090=2),
         "waiting": vector(h100=0, rtx4090=60),
     }
-    batch = read(answers).demand["batch"]
+    batch = classes_of(read(answers)).demand["batch"]
     assert batch is not None
     assert batch.tokens_per_second == pytest.approx(3000 + 60 * 1500 / 30)

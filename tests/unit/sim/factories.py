@@ -88,7 +88,7 @@ class Recording:
     description = "fixed replicas and weights"
 
     def __init__(self, replicas: dict[str, int], weights: dict[str, dict[str, int]]) -> None:
-        from gpufleet.sim.policies import Decision, Seen
+        from gpufleet.sim.policy import Decision, Seen
 
         self.decision = Decision(replicas=replicas, weights=weights)
         self.seen: list[Seen] = []

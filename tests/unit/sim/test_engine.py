@@ -12,8 +12,9 @@ from gpufleet.api.types import InferencePool
 from gpufleet.planning.planner import plan
 from gpufleet.sim.engine import SimConfig, models_of, simulate
 from gpufleet.sim.fleet import Preemption
+from gpufleet.sim.gpufleet_policy import GpufleetPolicy
 from gpufleet.sim.metrics import Fate
-from gpufleet.sim.policies import GpufleetPolicy, make_policies
+from gpufleet.sim.policies import make_policies
 from gpufleet.sim.traces import Shape, Trace, assign_classes, synthetic
 from tests.unit.sim.factories import Recording, mixed_pool, trace
 

@@ -10,18 +10,12 @@ import pytest
 from gpufleet.api.status import ClassStatus, InferencePoolStatus, TierWeight
 from gpufleet.planning.model import MetricsState, Observation, TierObservation
 from gpufleet.planning.planner import plan
+from gpufleet.sim.baselines import UtilizationPolicy, fixed_weights
 from gpufleet.sim.engine import SimConfig, models_of, simulate
-from gpufleet.sim.policies import (
-    ClassLoad,
-    OraclePolicy,
-    Seen,
-    UtilizationPolicy,
-    class_loads,
-    fixed_weights,
-    largest_remainder,
-    make_policies,
-    operator_view,
-)
+from gpufleet.sim.gpufleet_policy import operator_view
+from gpufleet.sim.oracle import OraclePolicy
+from gpufleet.sim.policies import make_policies
+from gpufleet.sim.policy import ClassLoad, Seen, class_loads
 from gpufleet.sim.traces import Trace
 from tests.pools import tier
 from tests.unit.sim.factories import mixed_pool, renamed_pool, trace
@@ -144,11 +138,6 @@ def test_requests_no_fleet_can_serve_in_time_are_its_ceiling_not_misses() -> Non
     # Met: the hopeless ones missed, and (on enough replicas that the others need not
     # queue behind them) at most one other per interval.
     assert hopeless <= int(np.sum(~(result.ttft <= 2.0))) <= hopeless + 2
-
-
-def test_largest_remainder_sums_to_100() -> None:
-    assert largest_remainder({"a": 1, "b": 1, "c": 1}) == {"a": 34, "b": 33, "c": 33}
-    assert largest_remainder({"a": 0.0, "b": 0.0}) == {"a": 0, "b": 0}
 
 
 def test_the_operator_view_infers_class_demand_from_tiers_and_weights() -> None:
