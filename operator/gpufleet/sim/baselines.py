@@ -86,6 +86,7 @@ class UtilizationPolicy:
     initial: Mapping[str, int]
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     _current: dict[str, int] = field(default_factory=dict)
+    foresight = False  # decides on the interval just past, like a real autoscaler
 
     def warm(self, seen: Seen) -> Decision:
         self._current = {t.name: self._clamp(t, self.initial[t.name]) for t in self.tiers}
@@ -128,6 +129,7 @@ class StaticPolicy:
     description: str
     replicas: Mapping[str, int]
     weights: Mapping[str, Mapping[str, int]]
+    foresight = False
 
     def warm(self, seen: Seen) -> Decision:
         return self.decide(seen)

@@ -278,9 +278,7 @@ def simulate(
         now = (k + 1) * interval
         _record(run, timeline, interval_metrics, now)
         if k + 1 < run.n_intervals:
-            seen = run.seen(
-                now, interval_metrics, now + interval if policy.name == "oracle" else now
-            )
+            seen = run.seen(now, interval_metrics, now + interval if policy.foresight else now)
             decision = policy.decide(seen)
             run.apply(decision, now)
             decisions += 1

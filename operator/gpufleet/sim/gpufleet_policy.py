@@ -31,6 +31,7 @@ class GpufleetPolicy:
     plans: list[Plan] = field(default_factory=list)
     name: str = "gpufleet"
     description: str = "the planner every intervalSeconds, status carried over"
+    foresight = False  # sees only what Prometheus would have shown
 
     def warm(self, seen: Seen) -> Decision:
         """Two passes on the first interval's demand: size the fleet, then route on it Ready.

@@ -74,6 +74,7 @@ class OraclePolicy:
     interval_seconds: float
     seed: int = 0
     name: str = "oracle"
+    foresight = True  # knows the coming interval's requests
     description: str = (
         "perfect foresight: per interval, the cheapest fleet found (the planner's optimizer "
         "on the interval's actual demand, scaled up per class) whose replay meets each "

@@ -51,6 +51,11 @@ class Policy(Protocol):
     @property
     def description(self) -> str: ...
 
+    @property
+    def foresight(self) -> bool:
+        """Whether it sees the coming interval's requests (the oracle) rather than the last."""
+        ...
+
     def warm(self, seen: Seen) -> Decision:
         """The fleet it runs before the trace starts, from the first interval's demand."""
         ...
