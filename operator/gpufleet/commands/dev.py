@@ -1,5 +1,5 @@
 """`gpufleet dev ...`: developer tooling. `gpufleet dev cluster up|down|status` runs the
-local control plane (gpufleet.dev.cluster); `gpufleet dev twin` plays a fleet of vLLM pods
+local control plane (gpufleet.commands.dev_cluster); `gpufleet dev twin` plays a fleet of vLLM pods
 for Prometheus (gpufleet.dev.twin); `gpufleet dev demo` runs the whole closed loop under a
 load story (gpufleet.dev.demo, `make demo`)."""
 
@@ -19,10 +19,10 @@ def register(subparsers: Any) -> None:
         "as processes on 127.0.0.1",
     )
     # Imported here so other commands do not pay for cryptography and the cluster code.
-    from gpufleet.dev.cluster import add_cluster_arguments
+    from gpufleet.commands.dev_cluster import add_cluster_arguments, run_cluster
 
     add_cluster_arguments(cluster)
-    cluster.set_defaults(func=_run_cluster)
+    cluster.set_defaults(func=run_cluster)
 
     twin = dev.add_parser(
         "twin",
@@ -67,12 +67,6 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-live", action="store_true", help="print a line per interval, no live table"
     )
-
-
-def _run_cluster(args: argparse.Namespace) -> int:
-    from gpufleet.dev.cluster import run_cluster
-
-    return run_cluster(args)
 
 
 def _run_twin(args: argparse.Namespace) -> int:
