@@ -34,19 +34,19 @@ and the KV room left beside the fp16 weights (16 KiB per token per billion param
 Llama-3-8B's 128 KiB with GQA); a Ready pod serves at once (kwok's pods are Ready at once;
 a real one turns Ready after loading the model); a deleted pod finishes its in-flight
 requests unobserved (graceful shutdown).
+
+`gpufleet dev twin` (`gpufleet.commands.dev_twin`) runs it against a plane under a load
+schedule.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import heapq
 import json
 import logging
 import math
 import random
-import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -55,7 +55,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad, load_schedules
+from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad
 from gpufleet.dev.twinmetrics import GatewayClass, PodMetrics, render_gateway, render_pod
 from gpufleet.dev.twinworld import DEFAULT_KV_TOKENS, PodInfo, PoolView, World, read_world
 from gpufleet.sim.replica import EngineParams, Replica
@@ -596,46 +596,3 @@ def _handler(twin: FleetTwin) -> type[BaseHTTPRequestHandler]:
             return
 
     return Handler
-
-
-# -- command line: gpufleet dev twin --------------------------------------------------------
-
-
-def run_twin(args: argparse.Namespace) -> int:
-    from kubernetes import config
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    schedules = load_schedules(args.load)
-    api = config.new_client_from_config(
-        config_file=str(args.kubeconfig) if args.kubeconfig else None
-    )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    twin = FleetTwin(api, targets_file=args.targets_file, port=args.port, seed=args.seed)
-    try:
-        twin.start()
-        began = time.monotonic()
-        for item in schedules:
-            source = PoissonLoad(
-                seed=args.seed + item.seed, schedule=item.schedule, offset_seconds=began
-            )
-            twin.set_load(item.namespace, item.pool, source)
-        print(f"Fleet twin serving metrics on {twin.url}; targets in {args.targets_file}")
-        sys.stdout.flush()
-        longest = max(s.schedule.seconds for s in schedules)
-        limit = args.duration if args.duration is not None else math.inf
-        while not stop.wait(1.0):
-            if time.monotonic() - began >= limit:
-                break
-        print(
-            f"Fleet twin stopped after {time.monotonic() - began:.0f} s (schedule {longest:.0f} s)"
-        )
-    finally:
-        twin.stop()
-        api.close()
-    return 0
