@@ -20,8 +20,7 @@ a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
   the planner plans with and `gpufleet simulate` replays. Time is real time.
 - It serves each replica's metrics under vLLM's names and TTFT buckets at
   `/pods/<namespace>/<pod>/metrics` and writes a Prometheus file_sd target file with the
-  labels the operator's PromQL needs (`namespace`, `pod`, `gpufleet_dev_pool`,
-  `gpufleet_dev_tier`; see `gpufleet.adapters.promql`), `__metrics_path__` per pod.
+  labels the operator's PromQL needs (`gpufleet.dev.twinhttp`).
 - Like a production gateway it counts per route and class at `/gateway/metrics`:
   `gpufleet_dev_gateway_tokens_total` (tokens offered: prompt plus requested output, at
   arrival, so a class's `demandQuery` sees demand the fleet cannot serve yet),
@@ -51,11 +50,12 @@ import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad
+from gpufleet.dev.twinhttp import handler, target_groups, write_atomically
 from gpufleet.dev.twinledger import ClassWindow, Ledger
 from gpufleet.dev.twinmetrics import PodMetrics, render_gateway, render_pod
 from gpufleet.dev.twinworld import DEFAULT_KV_TOKENS, PodInfo, PoolView, World, read_world
@@ -155,7 +155,7 @@ class FleetTwin:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_seconds: float = 30.0) -> FleetTwin:
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), handler(self))
         self._server.daemon_threads = True
         self._last = time.monotonic()
         self._write_targets()
@@ -435,61 +435,9 @@ class FleetTwin:
 
     def _write_targets(self) -> None:
         address = f"127.0.0.1:{self.port}" if self._server is not None else ""
-        groups: list[dict[str, Any]] = [
-            {
-                "targets": [address],
-                "labels": {"__metrics_path__": "/gateway/metrics", "component": "gateway"},
-            }
-        ]
-        for r in sorted(self._replicas.values(), key=lambda r: (r.key, r.info.name)):
-            info = r.info
-            groups.append(
-                {
-                    "targets": [address],
-                    "labels": {
-                        "__metrics_path__": f"/pods/{info.namespace}/{info.name}/metrics",
-                        "namespace": info.namespace,
-                        "pod": info.name,
-                        "gpufleet_dev_pool": info.pool,
-                        "gpufleet_dev_tier": info.tier,
-                    },
-                }
-            )
-        text = json.dumps(groups, indent=1)
+        replicas = sorted(self._replicas.values(), key=lambda r: (r.key, r.info.name))
+        text = json.dumps(target_groups(address, (r.info for r in replicas)), indent=1)
         if text == self._targets_written:
             return
-        self.targets_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.targets_file.with_suffix(".tmp")
-        partial.write_text(text)
-        partial.replace(self.targets_file)
+        write_atomically(self.targets_file, text)
         self._targets_written = text
-
-
-def _handler(twin: FleetTwin) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            body: str | None
-            if path == "/gateway/metrics":
-                body = twin.gateway_metrics()
-            elif path == "/healthz":
-                body = "ok\n"
-            else:
-                parts = path.strip("/").split("/")
-                body = None
-                if len(parts) == 4 and parts[0] == "pods" and parts[3] == "metrics":
-                    body = twin.pod_metrics(parts[1], parts[2])
-            if body is None:
-                self.send_error(404)
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    return Handler
