@@ -352,7 +352,7 @@ def test_second_plane_runs_beside_the_first_and_leaves_nothing(
 
 def test_cli_up_detach_status_down(tmp_path: Path) -> None:
     work = tmp_path / "plane"
-    cli = [sys.executable, "-m", "gpufleet.dev.cluster"]
+    cli = [sys.executable, "-m", "gpufleet.commands.dev_cluster"]
 
     def run(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*cli, *args], capture_output=True, text=True, timeout=240)

@@ -1,7 +1,9 @@
-"""`gpufleet dev ...`: developer tooling. `gpufleet dev cluster up|down|status` runs the
-local control plane (gpufleet.dev.cluster); `gpufleet dev twin` plays a fleet of vLLM pods
-for Prometheus (gpufleet.dev.twin); `gpufleet dev demo` runs the whole closed loop under a
-load story (gpufleet.dev.demo, `make demo`)."""
+"""`gpufleet dev ...`: developer tooling, one subcommand each.
+
+`gpufleet dev cluster up|down|status` runs the local control plane (commands.dev_cluster,
+gpufleet.dev.cluster); `gpufleet dev twin` plays a fleet of vLLM pods for Prometheus
+(commands.dev_twin, gpufleet.dev.twin); `gpufleet dev demo` runs the whole closed loop under
+a load story (gpufleet.dev.demo, `make demo`)."""
 
 from __future__ import annotations
 
@@ -19,18 +21,21 @@ def register(subparsers: Any) -> None:
         "as processes on 127.0.0.1",
     )
     # Imported here so other commands do not pay for cryptography and the cluster code.
-    from gpufleet.dev.cluster import add_cluster_arguments
+    from gpufleet.commands.dev_cluster import add_cluster_arguments, run_cluster
 
     add_cluster_arguments(cluster)
-    cluster.set_defaults(func=_run_cluster)
+    cluster.set_defaults(func=run_cluster)
 
     twin = dev.add_parser(
         "twin",
         help="the fleet twin: vLLM metrics of a plane's pods under a load schedule, for "
         "Prometheus (file_sd), on 127.0.0.1",
     )
-    _twin_arguments(twin)
-    twin.set_defaults(func=_run_twin)
+    # Only the argument declarations: the twin and its numpy are imported when it runs.
+    from gpufleet.commands.dev_twin import add_twin_arguments, run_twin
+
+    add_twin_arguments(twin)
+    twin.set_defaults(func=run_twin)
 
     demo = dev.add_parser(
         "demo",
@@ -38,23 +43,6 @@ def register(subparsers: Any) -> None:
     )
     _demo_arguments(demo)
     demo.set_defaults(func=_run_demo)
-
-
-# Arguments are declared here so `gpufleet dev cluster` does not import the twin's numpy.
-def _twin_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--kubeconfig", type=Path, default=None, help="default: $KUBECONFIG")
-    parser.add_argument(
-        "--load", type=Path, required=True, help="load schedule YAML (gpufleet.dev.loadstory)"
-    )
-    parser.add_argument(
-        "--targets-file",
-        type=Path,
-        required=True,
-        help="file_sd JSON to write, in a directory Prometheus's file_sd_configs reads",
-    )
-    parser.add_argument("--port", type=int, default=0, help="metrics port on 127.0.0.1")
-    parser.add_argument("--seed", type=int, default=0, help="seed of arrivals and routing")
-    parser.add_argument("--duration", type=float, default=None, help="stop after N seconds")
 
 
 def _demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -67,18 +55,6 @@ def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-live", action="store_true", help="print a line per interval, no live table"
     )
-
-
-def _run_cluster(args: argparse.Namespace) -> int:
-    from gpufleet.dev.cluster import run_cluster
-
-    return run_cluster(args)
-
-
-def _run_twin(args: argparse.Namespace) -> int:
-    from gpufleet.dev.twin import run_twin
-
-    return run_twin(args)
 
 
 def _run_demo(args: argparse.Namespace) -> int:

@@ -6,94 +6,41 @@ Stage configuration, tests/cluster/kwok-stages.yaml) from the multi-call `gpufle
 binary, each in its own process group, on free loopback ports, with all state in one work
 directory. It writes an admin kubeconfig there and removes everything on `stop()`.
 
-From the command line (`gpufleet dev cluster ...`, or `python -m gpufleet.dev.cluster ...`):
-    up [--dir DIR] [--detach] [--no-nodes]   start; print the kubeconfig; Ctrl-C stops it
-    down [--dir DIR]                           stop a detached plane
-    status [--dir DIR]                         is it running, where is its kubeconfig
+This module owns the plane's life: what starts in which order, when it counts as ready, its
+kubeconfigs and its state file. The components' flags and ports are in
+`gpufleet.dev.clusterflags`, their process groups in `gpufleet.dev.clusterprocs`; the
+`gpufleet dev cluster up|down|status` command line is `gpufleet.commands.dev_cluster`.
 """
 
 from __future__ import annotations
 
-import argparse
 import atexit
 import contextlib
 import json
-import os
 import shutil
-import signal
-import socket
 import ssl
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from gpufleet.dev import tools
+from gpufleet.dev import clusterflags, clusterprocs, tools
+from gpufleet.dev.clusterflags import KUBERNETES_SERVICE_IP, Ports
+from gpufleet.dev.clusterprocs import ComponentProcess, component_alive
 from gpufleet.dev.pki import Pki, kubeconfig, write_pki
 
-__all__ = [
-    "ControlPlane",
-    "ControlPlaneError",
-    "add_cluster_arguments",
-    "cluster_main",
-    "run_cluster",
-]
+__all__ = ["STATE_FILE", "ControlPlane", "ControlPlaneError", "running_plane"]
 
-COMPONENTS = ("etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kwok")
-SERVICE_CIDR = "10.96.0.0/16"
-KUBERNETES_SERVICE_IP = "10.96.0.1"
-POD_CIDR = "10.244.0.1/16"  # kwok hands these out as pod IPs; nothing ever connects to them
-# Node addresses are loopback, so anything that would dial a "kubelet" stays on this machine.
-NODE_IP = "127.0.0.1"
 STATE_FILE = "plane.json"
-# Then SIGKILL: kube-apiserver drains for 10+ s on SIGTERM and etcd waits for its clients;
-# the state is throwaway, and bbolt survives a killed process.
-_EXIT_STOP_S = 1.0
 
 
 class ControlPlaneError(RuntimeError):
     """The control plane failed to start or is not in the state asked for."""
-
-
-@dataclass
-class _Process:
-    name: str
-    argv: list[str]
-    log: Path
-    popen: subprocess.Popen[bytes] | None = None
-    pid: int = 0
-
-    def alive(self) -> bool:
-        if self.popen is not None:
-            return self.popen.poll() is None
-        return _pid_alive(self.pid)
-
-
-@dataclass
-class Ports:
-    etcd_client: int
-    etcd_peer: int
-    apiserver: int
-    controller_manager: int
-    scheduler: int
-    kwok: int
-
-    @classmethod
-    def pick(cls) -> Ports:
-        # Hold all sockets open while picking, so one plane never gets the same port twice.
-        with contextlib.ExitStack() as stack:
-            ports = []
-            for _ in range(6):
-                sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-                sock.bind(("127.0.0.1", 0))
-                ports.append(sock.getsockname()[1])
-        return cls(*ports)
 
 
 @dataclass
@@ -115,7 +62,7 @@ class ControlPlane:
     verbosity: int = 1
     ports: Ports = field(init=False)
     timings: dict[str, float] = field(default_factory=dict, init=False)
-    _procs: list[_Process] = field(default_factory=list, init=False)
+    _procs: list[ComponentProcess] = field(default_factory=list, init=False)
     _created_dir: bool = field(default=False, init=False)
     _started: bool = field(default=False, init=False)
 
@@ -243,9 +190,9 @@ class ControlPlane:
         """Where the logs are and the last lines of each component's log."""
         parts = [f"Control plane logs are in {self.log_dir}"]
         for proc in self._procs:
-            state = "running" if proc.alive() else f"exited ({_exit_code(proc)})"
+            state = "running" if proc.alive() else f"exited ({proc.exit_code()})"
             parts.append(f"--- {proc.name}: {state}, {proc.log}")
-            parts.extend(_tail(proc.log, lines))
+            parts.extend(proc.log_tail(lines))
         return "\n".join(parts)
 
     # ---- start-up ------------------------------------------------------------------------
@@ -282,16 +229,19 @@ class ControlPlane:
         self._write_kubeconfigs(pki)
         self.timings["pki_s"] = time.monotonic() - t
 
+        work_dir, ports, v = self._dir, self.ports, self.verbosity
         t = time.monotonic()
-        self._spawn("etcd", self._etcd_args())
-        self._spawn("kube-apiserver", self._apiserver_args())
+        self._spawn("etcd", clusterflags.etcd_args(work_dir, ports))
+        self._spawn("kube-apiserver", clusterflags.apiserver_args(work_dir, ports, v))
         self._wait_until("kube-apiserver /readyz", self._apiserver_ready)
         self.timings["apiserver_ready_s"] = time.monotonic() - t
 
         t = time.monotonic()
-        self._spawn("kube-controller-manager", self._controller_manager_args())
-        self._spawn("kube-scheduler", self._scheduler_args())
-        self._spawn("kwok", self._kwok_args())
+        self._spawn(
+            "kube-controller-manager", clusterflags.controller_manager_args(work_dir, ports, v)
+        )
+        self._spawn("kube-scheduler", clusterflags.scheduler_args(work_dir, ports, v))
+        self._spawn("kwok", clusterflags.kwok_args(work_dir, ports, self.stages))
         self._wait_until("kube-scheduler /healthz", self._scheduler_healthy)
         self._wait_until("kwok /healthz", self._kwok_healthy)
         self._wait_until("ServiceAccount default/default", self._default_service_account)
@@ -304,20 +254,15 @@ class ControlPlane:
         return [str(link)] if link.exists() else [str(self.binary), name]
 
     def _spawn(self, name: str, args: list[str]) -> None:
-        log = self.log_dir / f"{name}.log"
-        proc = _Process(name, [*self._component_argv0(name), *args], log)
-        with log.open("ab") as out:
-            proc.popen = subprocess.Popen(
-                proc.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                cwd=self._dir / "run",
-                start_new_session=True,  # own process group: one killpg stops it and its children
-                preexec_fn=die_with_parent if self.tie_to_parent else None,
-                env=_component_env(self._dir),
-            )
-        proc.pid = proc.popen.pid
+        run_dir = self._dir / "run"
+        proc = clusterprocs.spawn(
+            name,
+            [*self._component_argv0(name), *args],
+            self.log_dir / f"{name}.log",
+            cwd=run_dir,
+            home=run_dir,
+            tie_to_parent=self.tie_to_parent,
+        )
         self._procs.append(proc)
 
     def _wait_until(self, what: str, ready: Callable[[], bool]) -> None:
@@ -327,7 +272,7 @@ class ControlPlane:
             for proc in self._procs:
                 if not proc.alive():
                     raise ControlPlaneError(
-                        f"{proc.name} exited ({_exit_code(proc)}) while waiting for {what}\n"
+                        f"{proc.name} exited ({proc.exit_code()}) while waiting for {what}\n"
                         + self.describe_failure()
                     )
             if ready():
@@ -339,108 +284,6 @@ class ControlPlane:
                 )
             time.sleep(delay)
             delay = min(delay * 1.5, 0.5)
-
-    # ---- component flags -----------------------------------------------------------------
-    def _etcd_args(self) -> list[str]:
-        client_url = f"http://127.0.0.1:{self.ports.etcd_client}"
-        peer_url = f"http://127.0.0.1:{self.ports.etcd_peer}"
-        return [
-            "--name=gpufleet",
-            f"--data-dir={self._dir / 'etcd'}",
-            f"--listen-client-urls={client_url}",
-            f"--advertise-client-urls={client_url}",
-            f"--listen-peer-urls={peer_url}",
-            f"--initial-advertise-peer-urls={peer_url}",
-            f"--initial-cluster=gpufleet={peer_url}",
-            "--initial-cluster-state=new",
-            # A throwaway test store: durability is not worth the fsync latency.
-            "--unsafe-no-fsync=true",
-            "--quota-backend-bytes=2147483648",
-            "--log-level=warn",
-        ]
-
-    def _apiserver_args(self) -> list[str]:
-        pki = self._dir / "pki"
-        return [
-            f"--etcd-servers=http://127.0.0.1:{self.ports.etcd_client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={self.ports.apiserver}",
-            f"--cert-dir={self._dir / 'run' / 'apiserver'}",
-            f"--tls-cert-file={pki / 'apiserver.crt'}",
-            f"--tls-private-key-file={pki / 'apiserver.key'}",
-            f"--client-ca-file={pki / 'ca.crt'}",
-            "--authorization-mode=Node,RBAC",
-            "--anonymous-auth=false",
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-            f"--service-account-key-file={pki / 'sa.pub'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            # Aggregated APIs (metrics-server and the like) authenticate the apiserver by these.
-            f"--requestheader-client-ca-file={pki / 'front-proxy-ca.crt'}",
-            "--requestheader-allowed-names=front-proxy-client",
-            "--requestheader-username-headers=X-Remote-User",
-            "--requestheader-group-headers=X-Remote-Group",
-            "--requestheader-extra-headers-prefix=X-Remote-Extra-",
-            f"--proxy-client-cert-file={pki / 'front-proxy-client.crt'}",
-            f"--proxy-client-key-file={pki / 'front-proxy-client.key'}",
-            "--allow-privileged=true",
-            # The endpoint reconciler refuses a loopback address; nothing needs that Endpoint.
-            "--endpoint-reconciler-type=none",
-            "--kubelet-preferred-address-types=InternalIP",
-            "--profiling=false",
-            f"--v={self.verbosity}",
-        ]
-
-    def _controller_manager_args(self) -> list[str]:
-        pki = self._dir / "pki"
-        kubeconfig = self._dir / "kube-controller-manager.kubeconfig"
-        return [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports.controller_manager}",
-            f"--cert-dir={self._dir / 'run' / 'kube-controller-manager'}",
-            "--leader-elect=false",
-            # As kubeadm does: each controller acts under its own ServiceAccount and RBAC role.
-            "--use-service-account-credentials=true",
-            f"--service-account-private-key-file={pki / 'sa.key'}",
-            f"--root-ca-file={pki / 'ca.crt'}",
-            f"--cluster-signing-cert-file={pki / 'ca.crt'}",
-            f"--cluster-signing-key-file={pki / 'ca.key'}",
-            f"--service-cluster-ip-range={SERVICE_CIDR}",
-            "--controllers=*",
-            "--profiling=false",
-            f"--v={self.verbosity}",
-        ]
-
-    def _scheduler_args(self) -> list[str]:
-        kubeconfig = self._dir / "kube-scheduler.kubeconfig"
-        return [
-            f"--kubeconfig={kubeconfig}",
-            f"--authentication-kubeconfig={kubeconfig}",
-            f"--authorization-kubeconfig={kubeconfig}",
-            "--bind-address=127.0.0.1",
-            f"--secure-port={self.ports.scheduler}",
-            f"--cert-dir={self._dir / 'run' / 'kube-scheduler'}",
-            "--leader-elect=false",
-            "--profiling=false",
-            f"--v={self.verbosity}",
-        ]
-
-    def _kwok_args(self) -> list[str]:
-        stages = self.stages or tools.repo_root() / "tests/cluster/kwok-stages.yaml"
-        return [
-            f"--config={stages}",
-            f"--kubeconfig={self._dir / 'kwok.kubeconfig'}",
-            "--manage-all-nodes=false",
-            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
-            f"--server-address=127.0.0.1:{self.ports.kwok}",
-            f"--cidr={POD_CIDR}",
-            f"--node-ip={NODE_IP}",
-            "--node-lease-duration-seconds=40",
-        ]
 
     # ---- readiness probes ----------------------------------------------------------------
     def _admin_ssl(self) -> ssl.SSLContext:
@@ -511,32 +354,15 @@ class ControlPlane:
         port = int(state["server"].rsplit(":", 1)[1])
         plane.ports = Ports(0, 0, port, 0, 0, 0)
         plane._procs = [
-            _Process(name, [], plane.log_dir / f"{name}.log", pid=int(pid))
+            ComponentProcess(name, [], plane.log_dir / f"{name}.log", pid=int(pid))
             for name, pid in state["pids"].items()
         ]
         plane._started = True
         return plane
 
     # ---- teardown ------------------------------------------------------------------------
-    def _stop_processes(self, timeout_s: float = _EXIT_STOP_S) -> None:
-        # Reverse order matters little: every group gets SIGTERM at once, SIGKILL if it lingers.
-        procs = list(reversed(self._procs))
-        for proc in procs:
-            _signal_group(proc, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        for proc in procs:
-            while proc.alive() and time.monotonic() < deadline:
-                time.sleep(0.05)
-            if proc.alive() or _group_alive(proc.pid):
-                _signal_group(proc, signal.SIGKILL)
-        for proc in procs:
-            if proc.popen is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    proc.popen.wait(timeout=5)
-            else:
-                end = time.monotonic() + 5
-                while _pid_alive(proc.pid) and time.monotonic() < end:
-                    time.sleep(0.05)
+    def _stop_processes(self) -> None:
+        clusterprocs.stop_all(self._procs)
         self._procs.clear()
 
     def _stop_at_exit(self) -> None:
@@ -544,186 +370,12 @@ class ControlPlane:
             self.stop()
 
 
-# ---- processes ---------------------------------------------------------------------------
-def die_with_parent() -> None:
-    """In the child before exec: receive SIGKILL when the Python process that started us dies."""
-    import ctypes
-
-    pr_set_pdeathsig = 1
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(pr_set_pdeathsig, signal.SIGKILL, 0, 0, 0)
-
-
-def _component_env(work_dir: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KUBECONFIG", "ETCD"))}
-    # kwok and helm read ~/.kwok and ~/.config/helm; keep them inside the plane.
-    env["HOME"] = str(work_dir / "run")
-    return env
-
-
-def _signal_group(proc: _Process, sig: signal.Signals) -> None:
-    if proc.pid <= 0:
-        return
-    if proc.popen is None and not _is_our_component(proc.pid):
-        return  # a detached plane's pid that the system reused for something else
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)
-
-
-def _is_our_component(pid: int) -> bool:
-    try:
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-    except OSError:
-        return False
-    return bool(cmdline) and (
-        cmdline[0].endswith(tuple(c.encode() for c in (*COMPONENTS, "gpufleet-cluster")))
-    )
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
-
-
-def _exit_code(proc: _Process) -> str:
-    if proc.popen is not None and proc.popen.returncode is not None:
-        return f"exit code {proc.popen.returncode}"
-    return "unknown exit code"
-
-
-def _tail(path: Path, lines: int) -> list[str]:
-    try:
-        return path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return ["(no log)"]
-
-
 def _state_running(state_file: Path) -> bool:
     try:
         pids = json.loads(state_file.read_text()).get("pids", {})
     except (OSError, ValueError):
         return False
-    return any(_pid_alive(int(pid)) and _is_our_component(int(pid)) for pid in pids.values())
-
-
-# ---- command line ------------------------------------------------------------------------
-def default_dir() -> Path:
-    base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(base) / "gpufleet" / "cluster"
-
-
-def add_cluster_arguments(parser: argparse.ArgumentParser) -> None:
-    """Adds the up/down/status subcommands to `parser` (for `gpufleet dev cluster`)."""
-    sub = parser.add_subparsers(dest="cluster_command", required=True)
-    up = sub.add_parser("up", help="start a local control plane")
-    up.add_argument("--dir", type=Path, default=None, help=f"work dir (default {default_dir()})")
-    up.add_argument("--detach", action="store_true", help="leave it running and return")
-    up.add_argument("--no-nodes", action="store_true", help="skip the fake GPU nodes")
-    up.add_argument("--nodes", type=Path, default=None, help="a nodes.yaml of GPU pools")
-    up.add_argument("--no-gateway-api", action="store_true", help="skip the Gateway API CRDs")
-    for name, text in (("down", "stop a detached plane"), ("status", "show a plane's state")):
-        p = sub.add_parser(name, help=text)
-        p.add_argument("--dir", type=Path, default=None, help=f"work dir (default {default_dir()})")
-
-
-def run_cluster(args: argparse.Namespace) -> int:
-    """Runs the subcommand parsed by a parser that add_cluster_arguments() set up."""
-    work_dir: Path = (args.dir or default_dir()).resolve()
-    if args.cluster_command == "up":
-        return _cmd_up(work_dir, args)
-    if args.cluster_command == "down":
-        return _cmd_down(work_dir)
-    return _cmd_status(work_dir)
-
-
-def cluster_main(argv: Sequence[str] | None = None) -> int:
-    """`gpufleet dev cluster up|down|status` as a standalone entry point."""
-    parser = argparse.ArgumentParser(prog="gpufleet dev cluster", description="Local control plane")
-    add_cluster_arguments(parser)
-    return run_cluster(parser.parse_args(argv))
-
-
-def _cmd_up(work_dir: Path, args: argparse.Namespace) -> int:
-    work_dir.mkdir(parents=True, exist_ok=True)
-    plane = ControlPlane(work_dir=work_dir, tie_to_parent=not args.detach, remove_work_dir=False)
-    try:
-        plane.start()
-        if not args.no_gateway_api:
-            plane.apply_gateway_api_crds()
-        if not args.no_nodes:
-            plane.add_nodes_from_file(args.nodes)
-    except Exception as exc:
-        plane.stop()
-        print(f"Control plane failed to start: {exc}", file=sys.stderr)
-        print(f"Logs: {plane.log_dir}", file=sys.stderr)
-        return 1
-    print(f"Control plane is up in {plane.timings['start_total_s']:.1f}s: {plane.server}")
-    print(f"Logs: {plane.log_dir}")
-    print(f"export KUBECONFIG={plane.kubeconfig}")
-    if args.detach:
-        print(f"Stop it with: gpufleet dev cluster down --dir {work_dir}")
-        return 0
-    print("Press Ctrl-C to stop it.")
-    return _serve_until_interrupted(plane)
-
-
-def _serve_until_interrupted(plane: ControlPlane) -> int:
-    stop = False
-
-    def on_signal(signum: int, frame: object) -> None:
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    code = 0
-    while not stop:
-        if not plane.running():
-            print(plane.describe_failure(), file=sys.stderr)
-            code = 1
-            break
-        time.sleep(0.5)
-    plane.stop()
-    print("Control plane stopped.")
-    return code
-
-
-def _cmd_down(work_dir: Path) -> int:
-    if not (work_dir / STATE_FILE).exists():
-        print(f"No control plane state in {work_dir}", file=sys.stderr)
-        return 1
-    plane = ControlPlane.from_state(work_dir)
-    plane.stop()
-    print(f"Stopped the control plane in {work_dir}")
-    return 0
-
-
-def _cmd_status(work_dir: Path) -> int:
-    state_file = work_dir / STATE_FILE
-    if not state_file.exists():
-        print(f"No control plane in {work_dir}")
-        return 1
-    state = json.loads(state_file.read_text())
-    alive = {n: _pid_alive(int(p)) and _is_our_component(int(p)) for n, p in state["pids"].items()}
-    running = bool(alive) and all(alive.values())
-    print(f"Control plane in {work_dir}: {'running' if running else 'not running'}")
-    for name, ok in alive.items():
-        print(f"  {name:<24} {'up' if ok else 'down'}")
-    print(f"export KUBECONFIG={state['kubeconfig']}")
-    return 0 if running else 1
+    return any(component_alive(int(pid)) for pid in pids.values())
 
 
 @contextlib.contextmanager
@@ -734,7 +386,3 @@ def running_plane(**kwargs: Any) -> Iterator[ControlPlane]:
         yield plane.start()
     finally:
         plane.stop()
-
-
-if __name__ == "__main__":
-    sys.exit(cluster_main())

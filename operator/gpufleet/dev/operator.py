@@ -15,7 +15,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from gpufleet.dev.cluster import die_with_parent
+from gpufleet.dev.clusterprocs import die_with_parent
 from gpufleet.dev.prometheus import free_port
 
 

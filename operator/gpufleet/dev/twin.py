@@ -20,43 +20,44 @@ a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
   the planner plans with and `gpufleet simulate` replays. Time is real time.
 - It serves each replica's metrics under vLLM's names and TTFT buckets at
   `/pods/<namespace>/<pod>/metrics` and writes a Prometheus file_sd target file with the
-  labels the operator's PromQL needs (`namespace`, `pod`, `gpufleet_dev_pool`,
-  `gpufleet_dev_tier`; see `gpufleet.adapters.promql`), `__metrics_path__` per pod.
+  labels the operator's PromQL needs (`gpufleet.dev.twinhttp`).
 - Like a production gateway it counts per route and class at `/gateway/metrics`:
   `gpufleet_dev_gateway_tokens_total` (tokens offered: prompt plus requested output, at
   arrival, so a class's `demandQuery` sees demand the fleet cannot serve yet),
   `gpufleet_dev_gateway_requests_total` (by backend tier and code) and the
-  `gpufleet_dev_gateway_ttft_seconds` histogram per class.
+  `gpufleet_dev_gateway_ttft_seconds` histogram per class. Those books, and every request's
+  exact TTFT that tests compare against, are kept by `gpufleet.dev.twinledger`.
 
 Stated simplifications: generated tokens are counted when a request completes (vLLM counts
 them as they stream); `vllm:kv_cache_usage_perc` is an estimate from the running sequences
-and the KV room left beside the fp16 weights (16 KiB per token per billion parameters, about
-Llama-3-8B's 128 KiB with GQA); a Ready pod serves at once (kwok's pods are Ready at once;
-a real one turns Ready after loading the model); a deleted pod finishes its in-flight
-requests unobserved (graceful shutdown).
+and the KV room left beside the fp16 weights (`KV_BYTES_PER_TOKEN_PER_BILLION` in
+`gpufleet.dev.twinworld`); a Ready pod serves at once (kwok's pods are Ready at once; a real
+one turns Ready after loading the model); a deleted pod finishes its in-flight requests
+unobserved (graceful shutdown).
+
+`gpufleet dev twin` (`gpufleet.commands.dev_twin`) runs it against a plane under a load
+schedule.
 """
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import heapq
 import json
 import logging
 import math
 import random
-import signal
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad, load_schedules
-from gpufleet.dev.twinmetrics import GatewayClass, PodMetrics, render_gateway, render_pod
+from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad
+from gpufleet.dev.twinhttp import handler, target_groups, write_atomically
+from gpufleet.dev.twinledger import ClassWindow, Ledger
+from gpufleet.dev.twinmetrics import PodMetrics, render_gateway, render_pod
 from gpufleet.dev.twinworld import DEFAULT_KV_TOKENS, PodInfo, PoolView, World, read_world
 from gpufleet.sim.replica import EngineParams, Replica
 
@@ -79,20 +80,6 @@ class TwinReplica:
     @property
     def key(self) -> tuple[str, str]:
         return self.info.namespace, self.info.pool
-
-
-@dataclass(frozen=True)
-class ClassWindow:
-    """Ground truth for one class over a time window: every request's exact TTFT."""
-
-    requests: int
-    within: int  # first token within the objective
-    failed: int  # no backend, or cut by a vanished node
-    p99_seconds: float | None  # exact sample P99 (inf when more than 1% failed)
-
-    @property
-    def attainment(self) -> float | None:
-        return self.within / self.requests if self.requests else None
 
 
 @dataclass(frozen=True)
@@ -149,22 +136,10 @@ class FleetTwin:
         self._replicas: dict[str, TwinReplica] = {}  # by pod uid
         self._draining: list[TwinReplica] = []
         self._loads: dict[tuple[str, str], LoadSource] = {}
-        self._gateway: dict[tuple[str, str, str], GatewayClass] = {}
+        self._ledger = Ledger()
         self._route_log: list[RouteChange] = []
         self._targets_written: str | None = None
         self._last = time.monotonic()
-        # Requests (index = request id; the engines index prompt/output by it).
-        self._arrival: list[float] = []
-        self._prompt: list[int] = []
-        self._output: list[int] = []
-        self._class_of: list[tuple[str, str, str]] = []
-        self._pod_of: list[TwinReplica | None] = []
-        self._first_seen: list[bool] = []
-        self._cut_at: dict[int, float] = {}
-        self._events: list[tuple[float, int, int, int]] = []  # time, seq, kind, request
-        self._seq = 0
-        self._outcomes: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
-        self._served: dict[tuple[str, str], int] = {}  # tokens prefilled and generated
         self.poll_errors = 0
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -180,7 +155,7 @@ class FleetTwin:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_seconds: float = 30.0) -> FleetTwin:
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), _handler(self))
+        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), handler(self))
         self._server.daemon_threads = True
         self._last = time.monotonic()
         self._write_targets()
@@ -240,21 +215,8 @@ class FleetTwin:
             view = self._views.get((namespace, pool))
             objective = view.objectives.get(traffic_class, math.inf) if view else math.inf
             stop = math.inf if end is None else end
-            values = [
-                v
-                for t, v in self._outcomes.get((namespace, pool, traffic_class), [])
-                if start <= t < stop
-            ]
-        if not values:
-            return ClassWindow(0, 0, 0, None)
-        values.sort()
-        rank = max(math.ceil(0.99 * len(values)) - 1, 0)
-        return ClassWindow(
-            requests=len(values),
-            within=sum(1 for v in values if v <= objective),
-            failed=sum(1 for v in values if math.isinf(v)),
-            p99_seconds=values[rank],
-        )
+            values = self._ledger.ttfts((namespace, pool, traffic_class), start, stop)
+        return ClassWindow.of(values, objective)
 
     def serving(self, namespace: str, pool: str) -> dict[str, int]:
         """Serving replicas per tier, as the twin plays them now."""
@@ -268,19 +230,12 @@ class FleetTwin:
     def routed(self, namespace: str, pool: str) -> dict[str, dict[str, int]]:
         """Requests per class and backend tier so far (failed ones under tier '')."""
         with self._lock:
-            out: dict[str, dict[str, int]] = {}
-            for (ns, name, cls), gateway in self._gateway.items():
-                if (ns, name) != (namespace, pool):
-                    continue
-                per = out.setdefault(cls, {})
-                for (tier, _), n in gateway.requests.items():
-                    per[tier] = per.get(tier, 0) + n
-            return out
+            return self._ledger.routed(namespace, pool)
 
     def served_tokens(self, namespace: str, pool: str) -> int:
         """Prompt plus generated tokens the pool's replicas have served so far."""
         with self._lock:
-            return self._served.get((namespace, pool), 0)
+            return self._ledger.served_tokens(namespace, pool)
 
     def route_changes(self, namespace: str, pool: str) -> list[RouteChange]:
         with self._lock:
@@ -335,7 +290,7 @@ class FleetTwin:
             for replica in self._all_replicas():
                 replica.engine.advance(now)
             self._draining = [r for r in self._draining if not r.engine.idle]
-            self._release(now)
+            self._ledger.release(now)
             self._last = now
 
     def _all_replicas(self) -> Iterator[TwinReplica]:
@@ -378,7 +333,9 @@ class FleetTwin:
             prompt, output = max(view.shapes.values(), key=lambda s: s[0] + s[1])
             self._replicas[info.uid] = TwinReplica(
                 info=info,
-                engine=Replica(params, self._prompt, self._output, self, start=at),
+                engine=Replica(
+                    params, self._ledger.prompt, self._ledger.output, self._ledger, start=at
+                ),
                 params=params,
                 kv_tokens=view.kv_tokens.get(info.tier, DEFAULT_KV_TOKENS),
                 context_tokens=prompt + output / 2.0,
@@ -410,37 +367,24 @@ class FleetTwin:
         del self._replicas[replica.info.uid]
         waiting, cut = replica.engine.evict(at)
         for request in cut:
-            self._cut_at[request] = at
-            self._count(request, "", "502")
-            if not self._first_seen[request]:  # a stream cut after its first token met TTFT
-                self._outcome(request, at, math.inf)
+            self._ledger.cut(request, at)
         for request in waiting:
             self._route(request, at)
 
     # -- the gateway ----------------------------------------------------------------------
 
     def _arrive(self, key: tuple[str, str], arrival: Arrival) -> None:
-        request = len(self._arrival)
-        self._arrival.append(arrival.time)
-        self._prompt.append(arrival.prompt_tokens)
-        self._output.append(arrival.output_tokens)
-        cls_key = (key[0], key[1], arrival.traffic_class)
-        self._class_of.append(cls_key)
-        self._pod_of.append(None)
-        self._first_seen.append(False)
-        gateway = self._gateway.setdefault(cls_key, GatewayClass())
-        gateway.tokens += arrival.prompt_tokens + arrival.output_tokens
-        self._route(request, arrival.time)
+        self._route(self._ledger.arrive(key, arrival), arrival.time)
 
     def _route(self, request: int, at: float) -> None:
-        namespace, pool, cls = self._class_of[request]
+        namespace, pool, cls = self._ledger.class_of[request]
         weights = self._routes.get((namespace, pool))
         if weights is None:
-            self._fail(request, at, "404")
+            self._ledger.fail(request, at, "404")
             return
         tiers = [(t, w) for t, w in weights.get(cls, {}).items() if w > 0]
         if not tiers:
-            self._fail(request, at, "503")
+            self._ledger.fail(request, at, "503")
             return
         x = self._route_rng.random() * sum(w for _, w in tiers)
         pick = tiers[-1][0]
@@ -461,57 +405,10 @@ class FleetTwin:
             for r in ready:
                 r.engine.advance(at)
             chosen = min(ready, key=lambda r: (r.engine.outstanding, r.info.name))
-            self._pod_of[request] = chosen
-            self._count(request, tier, "200")
+            self._ledger.send(request, chosen, tier)
             chosen.engine.enqueue(request, at + chosen.params.overhead)
             return
-        self._fail(request, at, "503")
-
-    def _fail(self, request: int, at: float, code: str) -> None:
-        self._count(request, "", code)
-        self._outcome(request, at, math.inf)
-
-    def _count(self, request: int, tier: str, code: str) -> None:
-        gateway = self._gateway.setdefault(self._class_of[request], GatewayClass())
-        gateway.requests[(tier, code)] = gateway.requests.get((tier, code), 0) + 1
-
-    def _outcome(self, request: int, at: float, ttft: float) -> None:
-        self._outcomes.setdefault(self._class_of[request], []).append((at, ttft))
-
-    # -- the engines report here (gpufleet.sim.replica.Recorder) ---------------------------
-
-    def first_token(self, request: int, time: float) -> None:
-        self._push(time, 0, request)
-
-    def completed(self, request: int, time: float) -> None:
-        self._push(time, 1, request)
-
-    def _push(self, at: float, kind: int, request: int) -> None:
-        self._seq += 1
-        heapq.heappush(self._events, (at, self._seq, kind, request))
-
-    def _release(self, now: float) -> None:
-        """Count what happened up to `now` (engines run steps that end a little later)."""
-        events = self._events
-        while events and events[0][0] <= now:
-            at, _, kind, request = heapq.heappop(events)
-            if at > self._cut_at.get(request, math.inf):
-                continue  # its node went away before this happened
-            pod = self._pod_of[request]
-            if pod is None:
-                continue
-            if kind == 0:
-                ttft = at - self._arrival[request]
-                self._first_seen[request] = True
-                pod.metrics.ttft.observe(ttft)
-                pod.metrics.prompt_tokens += self._prompt[request]
-                self._served[pod.key] = self._served.get(pod.key, 0) + self._prompt[request]
-                self._gateway[self._class_of[request]].ttft.observe(ttft)
-                self._outcome(request, at, ttft)
-            else:
-                pod.metrics.generation_tokens += self._output[request]
-                self._served[pod.key] = self._served.get(pod.key, 0) + self._output[request]
-                pod.metrics.success += 1
+        self._ledger.fail(request, at, "503")
 
     # -- serving metrics ------------------------------------------------------------------
 
@@ -534,108 +431,13 @@ class FleetTwin:
 
     def gateway_metrics(self) -> str:
         with self._lock:
-            return render_gateway(self._gateway)
+            return render_gateway(self._ledger.gateway)
 
     def _write_targets(self) -> None:
         address = f"127.0.0.1:{self.port}" if self._server is not None else ""
-        groups: list[dict[str, Any]] = [
-            {
-                "targets": [address],
-                "labels": {"__metrics_path__": "/gateway/metrics", "component": "gateway"},
-            }
-        ]
-        for r in sorted(self._replicas.values(), key=lambda r: (r.key, r.info.name)):
-            info = r.info
-            groups.append(
-                {
-                    "targets": [address],
-                    "labels": {
-                        "__metrics_path__": f"/pods/{info.namespace}/{info.name}/metrics",
-                        "namespace": info.namespace,
-                        "pod": info.name,
-                        "gpufleet_dev_pool": info.pool,
-                        "gpufleet_dev_tier": info.tier,
-                    },
-                }
-            )
-        text = json.dumps(groups, indent=1)
+        replicas = sorted(self._replicas.values(), key=lambda r: (r.key, r.info.name))
+        text = json.dumps(target_groups(address, (r.info for r in replicas)), indent=1)
         if text == self._targets_written:
             return
-        self.targets_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = self.targets_file.with_suffix(".tmp")
-        partial.write_text(text)
-        partial.replace(self.targets_file)
+        write_atomically(self.targets_file, text)
         self._targets_written = text
-
-
-def _handler(twin: FleetTwin) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            path = self.path.split("?", 1)[0]
-            body: str | None
-            if path == "/gateway/metrics":
-                body = twin.gateway_metrics()
-            elif path == "/healthz":
-                body = "ok\n"
-            else:
-                parts = path.strip("/").split("/")
-                body = None
-                if len(parts) == 4 and parts[0] == "pods" and parts[3] == "metrics":
-                    body = twin.pod_metrics(parts[1], parts[2])
-            if body is None:
-                self.send_error(404)
-                return
-            data = body.encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            return
-
-    return Handler
-
-
-# -- command line: gpufleet dev twin --------------------------------------------------------
-
-
-def run_twin(args: argparse.Namespace) -> int:
-    from kubernetes import config
-
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    schedules = load_schedules(args.load)
-    api = config.new_client_from_config(
-        config_file=str(args.kubeconfig) if args.kubeconfig else None
-    )
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: object) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
-    twin = FleetTwin(api, targets_file=args.targets_file, port=args.port, seed=args.seed)
-    try:
-        twin.start()
-        began = time.monotonic()
-        for item in schedules:
-            source = PoissonLoad(
-                seed=args.seed + item.seed, schedule=item.schedule, offset_seconds=began
-            )
-            twin.set_load(item.namespace, item.pool, source)
-        print(f"Fleet twin serving metrics on {twin.url}; targets in {args.targets_file}")
-        sys.stdout.flush()
-        longest = max(s.schedule.seconds for s in schedules)
-        limit = args.duration if args.duration is not None else math.inf
-        while not stop.wait(1.0):
-            if time.monotonic() - began >= limit:
-                break
-        print(
-            f"Fleet twin stopped after {time.monotonic() - began:.0f} s (schedule {longest:.0f} s)"
-        )
-    finally:
-        twin.stop()
-        api.close()
-    return 0
