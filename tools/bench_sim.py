@@ -131,7 +131,7 @@ def _early_misses(outcome: Outcome) -> dict[str, tuple[int, int]]:
     out = {}
     for ci, name in enumerate(result.classes):
         objective = next(c for c in outcome.spec.traffic_classes if c.name == name)
-        late = ~(result.ttft <= objective.ttft_p99_milliseconds / 1000) | (result.fate == Fate.CUT)
+        late = ~(result.ttft <= objective.objective_seconds) | (result.fate == Fate.CUT)
         missed = (result.class_of == ci) & late
         out[name] = (int(np.sum(missed & (arrival < EARLY_SECONDS))), int(np.sum(missed)))
     return out

@@ -111,8 +111,10 @@ class TierStatus(StatusModel):
     lost_replicas: int = Field(
         default=0, description="Replicas lost with preemptible nodes that went away."
     )
-    ttft_p99_milliseconds: int | None = Field(
-        default=None, description="Observed P99 time to first token over the last interval."
+    observed_ttft_p99_milliseconds: int | None = Field(
+        default=None,
+        alias="ttftP99Milliseconds",
+        description="Observed P99 time to first token over the last interval.",
     )
     tokens_per_second: int | None = Field(
         default=None, description="Observed throughput, prompt plus generated tokens per second."

@@ -242,8 +242,11 @@ class ProfilePoint(Model):
     requests_per_second: DecimalString = Field(
         description="Offered request rate of the measurement, as a decimal string."
     )
-    ttft_p99_milliseconds: int = Field(
-        ge=1, le=3_600_000, description="P99 time to first token measured at that rate."
+    measured_ttft_p99_milliseconds: int = Field(
+        alias="ttftP99Milliseconds",
+        ge=1,
+        le=3_600_000,
+        description="P99 time to first token measured at that rate.",
     )
     tokens_per_second: int = Field(
         ge=1,
@@ -408,8 +411,11 @@ class TrafficClass(Model):
         default=None,
         description="Requests this class takes. Exactly one class has no match: the default.",
     )
-    ttft_p99_milliseconds: int = Field(
-        ge=1, le=600_000, description="Objective: P99 time to first token, in milliseconds."
+    ttft_p99_objective_milliseconds: int = Field(
+        alias="ttftP99Milliseconds",
+        ge=1,
+        le=600_000,
+        description="Objective: P99 time to first token, in milliseconds.",
     )
     priority: int = Field(
         default=0,
@@ -444,7 +450,7 @@ class TrafficClass(Model):
     @property
     def objective_seconds(self) -> float:
         """The P99 TTFT objective in seconds, the unit the planner computes in."""
-        return self.ttft_p99_milliseconds / 1000.0
+        return self.ttft_p99_objective_milliseconds / 1000.0
 
     @property
     def shape(self) -> tuple[float, float]:

@@ -147,7 +147,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "predictedTtftP99Milliseconds": _ms(
                     result.classes[c.name].predicted_ttft_p99_seconds
                 ),
-                "objectiveTtftP99Milliseconds": c.ttft_p99_milliseconds,
+                "objectiveTtftP99Milliseconds": c.ttft_p99_objective_milliseconds,
                 "servedFraction": result.classes[c.name].served_fraction,
             }
             for c in spec.traffic_classes

@@ -87,7 +87,7 @@ class PoolView:
             shapes={
                 c.name: (c.mean_prompt_tokens, c.mean_output_tokens) for c in spec.traffic_classes
             },
-            objectives={c.name: c.ttft_p99_milliseconds / 1000.0 for c in spec.traffic_classes},
+            objectives={c.name: c.objective_seconds for c in spec.traffic_classes},
             model_name=spec.model.served_model_name or pool.metadata.name,
         )
 

@@ -115,7 +115,7 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
             failures.append(
                 (
                     Reason.NO_ELIGIBLE_TIER,
-                    f"{cls.name}: no tier holds {cls.ttft_p99_milliseconds} ms even at low load "
+                    f"{cls.name}: no tier holds {cls.ttft_p99_objective_milliseconds} ms even at low load "
                     f"(best ~{ms(relaxed)})",
                 )
             )
@@ -147,7 +147,7 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
             failures.append(
                 (
                     Reason.LATENCY_ABOVE_TARGET,
-                    f"{cls.name} P99 {ms(observed)} > {cls.ttft_p99_milliseconds} ms",
+                    f"{cls.name} P99 {ms(observed)} > {cls.ttft_p99_objective_milliseconds} ms",
                 )
             )
         elif predicted is not None and predicted > limit * 1.001:
@@ -155,7 +155,7 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
             failures.append(
                 (
                     Reason.LATENCY_ABOVE_TARGET,
-                    f"{cls.name} predicted P99 {shown} > {cls.ttft_p99_milliseconds} ms",
+                    f"{cls.name} predicted P99 {shown} > {cls.ttft_p99_objective_milliseconds} ms",
                 )
             )
     over = cost_objective_exceeded(spec, plan.cost_per_million_tokens)

@@ -178,7 +178,7 @@ class Report:
             p99 = self.models[tier].ttft_p99_at_utilization(MIN_ELIGIBLE_UTILIZATION, *cls.shape)
             notes.append(
                 f"{cls.name} stays on {', '.join(routed)} ({tier} P99 {ms(p99)} > "
-                f"{cls.ttft_p99_milliseconds} ms objective even at low load)"
+                f"{cls.ttft_p99_objective_milliseconds} ms objective even at low load)"
             )
         for name, capacity in self.capacities.items():
             if capacity.best_effort_seconds is not None:

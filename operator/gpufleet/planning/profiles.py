@@ -152,7 +152,7 @@ def _from_spec(tier: Tier, profile: Profile, params: float | None) -> ReplicaMod
         (
             float(p.requests_per_second),
             p.tokens_per_second / shape,
-            p.ttft_p99_milliseconds / 1000.0,
+            p.measured_ttft_p99_milliseconds / 1000.0,
             float(p.tokens_per_second),
             None if p.tpot_milliseconds is None else p.tpot_milliseconds / 1000.0,
         )

@@ -108,7 +108,7 @@ def build_status(
                 ready_replicas=seen.ready_replicas if seen else 0,
                 unschedulable_replicas=seen.unschedulable_replicas if seen else 0,
                 lost_replicas=decided.lost_replicas,
-                ttft_p99_milliseconds=_ms(seen.ttft_p99_seconds) if seen else None,
+                observed_ttft_p99_milliseconds=_ms(seen.ttft_p99_seconds) if seen else None,
                 tokens_per_second=tokens,
                 capacity_factor_percent=decided.capacity_factor_percent,
                 scale_down_since=decided.scale_down_since,
@@ -134,7 +134,7 @@ def build_status(
                 observed_ttft_p99_milliseconds=_ms(
                     observation.class_ttft_p99_seconds.get(traffic_class.name)
                 ),
-                objective_ttft_p99_milliseconds=traffic_class.ttft_p99_milliseconds,
+                objective_ttft_p99_milliseconds=traffic_class.ttft_p99_objective_milliseconds,
             )
         )
 

@@ -46,7 +46,7 @@ def cheapest_tier(
 ) -> Tier:
     """The tier where this class's requests are cheapest among those holding its objective."""
     objective = next(c for c in spec.traffic_classes if c.name == class_name)
-    seconds = objective.ttft_p99_milliseconds / 1000.0
+    seconds = objective.objective_seconds
     shape = (max(load.prompt_tokens, 1.0), max(load.output_tokens, 1.0))
 
     def price_per_request(t: Tier) -> float:
@@ -157,7 +157,7 @@ def needed_replicas(
             shape = (max(load.prompt_tokens, 1.0), max(load.output_tokens, 1.0))
             model = models[t.name]
             work += share * load.rate_rps * model.service_seconds(*shape)
-            limit = model.max_utilization(c.ttft_p99_milliseconds / 1000.0, *shape)
+            limit = model.max_utilization(c.objective_seconds, *shape)
             rho = min(rho, limit if limit > 0 else 0.5)  # ineligible: best effort at 50%
         needed[t.name] = min(max(math.ceil(work / rho - 1e-9), t.min_replicas), t.max_replicas)
     return needed

@@ -163,7 +163,7 @@ class OraclePolicy:
         allowed = {}
         for ci, name in enumerate(window.classes):
             objective = next(c for c in self.spec.traffic_classes if c.name == name)
-            seconds = objective.ttft_p99_milliseconds / 1000.0
+            seconds = objective.objective_seconds
             prompts = window.prompt_tokens[window.class_index == ci].tolist()
             hopeless = sum(
                 1
@@ -182,7 +182,7 @@ class OraclePolicy:
         misses = {}
         for ci, name in enumerate(window.classes):
             objective = next(c for c in self.spec.traffic_classes if c.name == name)
-            seconds = objective.ttft_p99_milliseconds / 1000.0
+            seconds = objective.objective_seconds
             mask = (window.class_index == ci) & (window.arrival_seconds >= after)
             misses[name] = int(np.sum(~(result.ttft[mask] <= seconds)))
         return misses

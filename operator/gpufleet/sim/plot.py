@@ -48,7 +48,7 @@ def plot(results: Sequence[RunResult], spec: InferencePoolSpec, path: Path) -> N
         shown = [v * 1000.0 if not math.isnan(v) else math.nan for v in values]
         (line,) = ax_latency.plot(minutes, shown, label=f"{traffic_class.name} P99")
         ax_latency.axhline(
-            traffic_class.ttft_p99_milliseconds,
+            traffic_class.ttft_p99_objective_milliseconds,
             color=line.get_color(),
             linestyle="--",
             linewidth=1,

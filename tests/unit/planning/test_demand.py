@@ -94,7 +94,10 @@ def test_a_saturated_tier_counts_its_queue_as_demand(
 
 def test_one_tokens_per_second_figure_splits_by_the_class_s_mean_lengths() -> None:
     chat = TrafficClass(
-        name="chat", ttft_p99_milliseconds=100, mean_prompt_tokens=300, mean_output_tokens=100
+        name="chat",
+        ttft_p99_objective_milliseconds=100,
+        mean_prompt_tokens=300,
+        mean_output_tokens=100,
     )
     assert prompt_share(chat) == 0.75
     split = split_demand(chat, 2000.0)

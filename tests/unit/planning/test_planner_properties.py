@@ -104,9 +104,7 @@ def _eligible(world: World, cls: str, tier_name: str) -> bool:
         model = replica_model(t, spec.model)
     except ProfileNotFound:
         return False
-    return model.eligible(
-        c.ttft_p99_milliseconds / 1000, c.mean_prompt_tokens, c.mean_output_tokens
-    )
+    return model.eligible(c.objective_seconds, c.mean_prompt_tokens, c.mean_output_tokens)
 
 
 @PROPERTY
