@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning.model import ClassPlan, Observation, Plan, TierPlan
+from gpufleet.planning.records import ClassPlan, Observation, Plan, TierPlan
 
 
 def minimum_plan(

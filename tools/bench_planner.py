@@ -34,7 +34,7 @@ from gpufleet.api.status import (  # noqa: E402
 )
 from gpufleet.api.types import InferencePoolSpec  # noqa: E402
 from gpufleet.planning import planner  # noqa: E402
-from gpufleet.planning.model import (  # noqa: E402
+from gpufleet.planning.records import (  # noqa: E402
     ClassDemand,
     MetricsState,
     Observation,

@@ -22,8 +22,10 @@ from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
-from gpufleet.planning import manifests
-from gpufleet.planning.model import (
+from gpufleet.desired import manifests
+from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
+from gpufleet.planning.observed import ClassObservations, observe_classes
+from gpufleet.planning.records import (
     MetricsReading,
     MetricsState,
     Observation,
@@ -31,8 +33,6 @@ from gpufleet.planning.model import (
     TierMetrics,
     TierObservation,
 )
-from gpufleet.planning.observed import ClassObservations, observe_classes
-from gpufleet.planning.status import EventRecord, RoutingState, build_status, events
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)

@@ -23,7 +23,7 @@ from gpufleet.dev.demo import DemoConfig, merge, pool_body
 from gpufleet.dev.loadstory import ClassLoad, PoissonLoad, Schedule, load_schedules, parse_phases
 from gpufleet.dev.twin import FleetTwin
 from gpufleet.dev.twinworld import PodInfo, World
-from gpufleet.planning.model import MetricsState
+from gpufleet.planning.records import MetricsState
 from gpufleet.sim.metrics import TTFT_BUCKETS
 from tests.pools import load_example
 

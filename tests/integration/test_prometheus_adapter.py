@@ -29,8 +29,8 @@ from prometheus_client.core import (
 from gpufleet.adapters.prometheus import PrometheusMetrics
 from gpufleet.api.types import InferencePool
 from gpufleet.dev.prometheus import PrometheusServer, ScrapeGroup, free_port
-from gpufleet.planning.model import MetricsReading, MetricsState
 from gpufleet.planning.observed import ClassObservations, observe_classes
+from gpufleet.planning.records import MetricsReading, MetricsState
 from tests.pools import pool, tier, traffic_class
 
 pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(120)]

@@ -13,7 +13,7 @@ from kubernetes import client
 from gpufleet.adapters.kube import covers
 from gpufleet.api.constants import GROUP, LABEL_POOL, PLURAL, VERSION
 from gpufleet.api.parse import parse_pool
-from gpufleet.planning import manifests
+from gpufleet.desired import manifests
 from tests.harness import (
     OperatorProcess,
     condition,

@@ -30,7 +30,7 @@ from urllib3.util.retry import Retry
 
 from gpufleet.adapters import promql
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.model import MetricsReading, MetricsState, TierMetrics
+from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
 
 log = logging.getLogger(__name__)
 

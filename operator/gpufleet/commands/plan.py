@@ -22,15 +22,15 @@ from gpufleet.api.types import InferencePool
 from gpufleet.commands.common import UsageError, load_pool
 from gpufleet.planning import conditions
 from gpufleet.planning.demand import split_demand
-from gpufleet.planning.model import (
+from gpufleet.planning.planner import plan
+from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.records import (
     MetricsState,
     Observation,
     Plan,
     TierObservation,
     Verdict,
 )
-from gpufleet.planning.planner import plan
-from gpufleet.planning.profiles import ProfileNotFound, replica_model
 
 # A what-if decides nothing over time: any fixed instant will do.
 WHAT_IF_TIME = datetime(2026, 1, 1, tzinfo=UTC)

@@ -10,7 +10,7 @@ from typing import Any
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
 from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.manifests import route_weights
+from gpufleet.desired.manifests import route_weights
 from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
 from gpufleet.sim.replica import EngineParams, engine_params
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gpufleet.api.status import Reason
 from gpufleet.api.types import InferencePoolSpec, decimal
-from gpufleet.planning.model import MetricsState, Observation, Plan, Verdict
+from gpufleet.planning.records import MetricsState, Observation, Plan, Verdict
 
 MAX_MESSAGE = 1000  # conditions and Events allow 1024
 
@@ -115,8 +115,8 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
             failures.append(
                 (
                     Reason.NO_ELIGIBLE_TIER,
-                    f"{cls.name}: no tier holds {cls.ttft_p99_objective_milliseconds} ms even at low load "
-                    f"(best ~{ms(relaxed)})",
+                    f"{cls.name}: no tier holds {cls.ttft_p99_objective_milliseconds} ms even "
+                    f"at low load (best ~{ms(relaxed)})",
                 )
             )
     for cls in spec.traffic_classes:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from gpufleet.api.types import TrafficClass
-from gpufleet.planning.model import ClassDemand
+from gpufleet.planning.records import ClassDemand
 
 _ITERATIONS = 200
 

@@ -24,7 +24,7 @@ from gpufleet.planning.conditions import (
     tokens,
 )
 from gpufleet.planning.inputs import Inputs
-from gpufleet.planning.model import ClassPlan, TierPlan
+from gpufleet.planning.records import ClassPlan, TierPlan
 
 MAX_NOTES = 4
 

@@ -47,7 +47,7 @@ from enum import StrEnum
 from gpufleet.api.types import Tier, TrafficClass
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.inputs import Inputs
-from gpufleet.planning.model import MetricsState, TierObservation
+from gpufleet.planning.records import MetricsState, TierObservation
 
 MIN_PERCENT = 50
 MAX_PERCENT = 100

@@ -14,7 +14,7 @@ from functools import cached_property
 
 from gpufleet.api.status import InferencePoolStatus, TierStatus
 from gpufleet.api.types import InferencePoolSpec, Tier, TrafficClass, decimal
-from gpufleet.planning.model import Observation, TierObservation
+from gpufleet.planning.records import Observation, TierObservation
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning.demand import infer_demand, split_demand, with_backlog
-from gpufleet.planning.model import ClassDemand, TierMetrics, TierObservation
+from gpufleet.planning.records import ClassDemand, TierMetrics, TierObservation
 
 
 @dataclass(frozen=True)

@@ -35,10 +35,10 @@ from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
 from gpufleet.planning.feedback import capacity_factors
 from gpufleet.planning.inputs import Inputs
-from gpufleet.planning.model import ClassPlan, MetricsState, Observation, Plan, TierPlan
 from gpufleet.planning.optimizer import Solution, TierOption, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
 from gpufleet.planning.replicas import asks, keep_serving, protect_traffic, within_budget
 from gpufleet.planning.routing import shed_overflow, weights_for
 from gpufleet.planning.stabilization import (

@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.planning.model import MetricsState, Observation, TierObservation
+from gpufleet.planning.records import MetricsState, Observation, TierObservation
 from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
 from gpufleet.sim.metrics import (
     Interval,

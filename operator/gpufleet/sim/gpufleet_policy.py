@@ -13,9 +13,9 @@ from dataclasses import dataclass, field, replace
 
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
-from gpufleet.planning.model import Observation, Plan, TierObservation
+from gpufleet.desired.status import RoutingState, build_status
 from gpufleet.planning.observed import observe_classes
-from gpufleet.planning.status import RoutingState, build_status
+from gpufleet.planning.records import Observation, Plan, TierObservation
 from gpufleet.sim.policy import Decision, Seen
 
 Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]

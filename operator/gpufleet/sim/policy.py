@@ -15,7 +15,7 @@ from typing import Protocol
 
 import numpy as np
 
-from gpufleet.planning.model import ClassDemand, Observation
+from gpufleet.planning.records import ClassDemand, Observation
 from gpufleet.sim.traces import Trace
 
 

@@ -16,8 +16,8 @@ import requests
 from gpufleet.adapters import promql
 from gpufleet.adapters.prometheus import PrometheusMetrics
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.model import MetricsState
 from gpufleet.planning.observed import ClassObservations, observe_classes
+from gpufleet.planning.records import MetricsState
 from tests.pools import pool
 
 pytestmark = pytest.mark.timeout(2)

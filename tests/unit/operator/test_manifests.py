@@ -7,7 +7,7 @@ import pytest
 from gpufleet.api.constants import GPU_RESOURCE, LABEL_POOL, LABEL_TIER
 from gpufleet.api.parse import parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.planning import manifests
+from gpufleet.desired import manifests
 from tests.pools import load_example, pool, tier, traffic_class
 
 pytestmark = pytest.mark.timeout(2)

@@ -14,7 +14,7 @@ import pytest
 from gpufleet.adapters.kube import Children
 from gpufleet.api.parse import parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.model import MetricsReading, MetricsState, TierMetrics
+from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
 from gpufleet.reconcile import observe
 from tests.pools import pool
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from gpufleet.api.status import ClassStatus, Decision, InferencePoolStatus, TierStatus, TierWeight
 from gpufleet.api.types import InferencePoolSpec, ModelSpec, Tier
-from gpufleet.planning.model import ClassDemand, MetricsState, Observation, Plan, TierObservation
+from gpufleet.planning.records import ClassDemand, MetricsState, Observation, Plan, TierObservation
 from tests.pools import pool, tier, traffic_class
 
 T0 = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

@@ -10,8 +10,8 @@ import pytest
 
 from gpufleet.api.parse import parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.model import TierMetrics
 from gpufleet.planning.observed import observe_classes
+from gpufleet.planning.records import TierMetrics
 from tests.pools import pool, tier, traffic_class
 
 pytestmark = pytest.mark.timeout(2)

@@ -11,10 +11,10 @@ import pytest
 from gpufleet.api.status import Reason
 from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning import conditions
-from gpufleet.planning.model import MetricsState, Observation, Plan, Verdict
 from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
 from gpufleet.planning.planner import plan as planner_plan
 from gpufleet.planning.profiles import replica_model
+from gpufleet.planning.records import MetricsState, Observation, Plan, Verdict
 from tests.pools import tier, traffic_class
 from tests.unit.planning.factories import (
     LLAMA_8B,

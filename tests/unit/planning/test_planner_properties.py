@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, Phase, assume, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning.model import Observation, Plan
 from gpufleet.planning.planner import plan
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.records import Observation, Plan
 from tests.pools import pool, tier, traffic_class
 from tests.unit.planning.factories import observe, previous, status_from
 

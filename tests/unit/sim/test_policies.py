@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from gpufleet.api.status import ClassStatus, InferencePoolStatus, TierWeight
-from gpufleet.planning.model import MetricsState, Observation, TierObservation
 from gpufleet.planning.planner import plan
+from gpufleet.planning.records import MetricsState, Observation, TierObservation
 from gpufleet.sim.baselines import UtilizationPolicy, fixed_weights
 from gpufleet.sim.engine import SimConfig, models_of, simulate
 from gpufleet.sim.gpufleet_policy import operator_view

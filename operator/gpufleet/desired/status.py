@@ -26,7 +26,7 @@ from gpufleet.api.status import (
 from gpufleet.api.types import InferencePool
 from gpufleet.planning import conditions as checks
 from gpufleet.planning.conditions import RoutingState
-from gpufleet.planning.model import Observation, Plan, Verdict
+from gpufleet.planning.records import Observation, Plan, Verdict
 
 __all__ = ["EventRecord", "RoutingState", "build_status", "events", "money"]
 
