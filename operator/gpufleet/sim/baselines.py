@@ -51,7 +51,7 @@ def cheapest_tier(
 
     def price_per_request(t: Tier) -> float:
         capacity = models[t.name].capacity_rps(seconds, *shape)
-        per_hour = float(t.price_per_gpu_hour) * t.gpus_per_replica
+        per_hour = t.price_per_replica_hour
         return per_hour / capacity if capacity > 0 else math.inf
 
     eligible = [t for t in tiers if price_per_request(t) < math.inf]

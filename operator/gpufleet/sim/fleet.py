@@ -105,7 +105,7 @@ class TierFleet:
 
     @property
     def price_per_replica_hour(self) -> float:
-        return float(self.tier.price_per_gpu_hour) * self.tier.gpus_per_replica
+        return self.tier.price_per_replica_hour
 
     @property
     def name(self) -> str:
