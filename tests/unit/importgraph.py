@@ -120,10 +120,10 @@ def _imports(node: ast.AST, context: str) -> Iterator[tuple[ast.Import | ast.Imp
     if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
         context = "inside a function"
     if isinstance(node, ast.If) and _is_type_checking(node.test):
-        for child in node.body:
-            yield from _imports(child, context or "under TYPE_CHECKING")
-        for child in node.orelse:
-            yield from _imports(child, context)
+        for statement in node.body:
+            yield from _imports(statement, context or "under TYPE_CHECKING")
+        for statement in node.orelse:
+            yield from _imports(statement, context)
         return
     for child in ast.iter_child_nodes(node):
         yield from _imports(child, context)
