@@ -1,8 +1,9 @@
 # syntax=docker/dockerfile:1
 # The gpufleet operator image: `make image` (needs a Docker engine with BuildKit).
-# The builder stage turns the package and every pinned dependency (constraints.txt) into
-# wheels; the runtime stage installs them offline, so it carries no compiler, no build
-# backend and none of the dev tools.
+# The builder stage turns the package and its core dependencies, pinned by constraints.txt,
+# into wheels; the runtime stage installs them offline. So the image carries what
+# `gpufleet run` imports and nothing else: no compiler, no build backend, no extra (the
+# simulator's and the dev tools' packages are in the sim and dev extras, never installed here).
 
 FROM python:3.11-slim AS builder
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
@@ -16,8 +17,7 @@ FROM python:3.11-slim
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
-    PIP_NO_CACHE_DIR=1 \
-    MPLCONFIGDIR=/tmp/matplotlib
+    PIP_NO_CACHE_DIR=1
 RUN groupadd --system --gid 10001 gpufleet \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin gpufleet

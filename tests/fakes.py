@@ -1,4 +1,4 @@
-"""A small in-memory stand-in for KubeAdapter, for component tests of the reconciler.
+"""A small in-memory Kube (gpufleet.reconcile.Kube), for component tests of the reconciler.
 
 It keeps objects as dicts and applies a manifest by merging it over what is stored, which
 is all the reconciler relies on. The real adapter is proved against the real apiserver in
@@ -54,7 +54,7 @@ class FakeKube:
         self.pools[(body["metadata"]["namespace"], body["metadata"]["name"])] = body
         return body
 
-    # KubeAdapter surface
+    # The Kube protocol
     def get_pool(self, namespace: str, name: str) -> Obj | None:
         found = self.pools.get((namespace, name))
         return copy.deepcopy(found) if found else None

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from gpufleet.adapters.kube import Children, KubeAdapter, covers, owned_by, with_hash
+from gpufleet.adapters.kube import Children, covers, owned_by, with_hash
 from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
@@ -42,6 +42,32 @@ Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
 
 class MetricsSource(Protocol):
     def read(self, pool: InferencePool, now: datetime) -> MetricsReading: ...
+
+
+class Kube(Protocol):
+    """The Kubernetes reads and writes a pass makes (gpufleet.adapters.kube.KubeAdapter in
+    the operator), so the pass can run against an in-memory cluster in tests."""
+
+    # The per-pool loop (gpufleet.runtime) reads the pool through the reconciler's kube.
+    def get_pool(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def gateway_api_installed(self) -> bool: ...
+
+    def read_children(self, namespace: str, pool: str, *, route: bool) -> Children: ...
+
+    def get_deployment(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def get_service(self, namespace: str, name: str) -> dict[str, Any] | None: ...
+
+    def apply(self, manifest: dict[str, Any]) -> None: ...
+
+    def delete(self, kind: str, namespace: str, name: str, uid: str) -> None: ...
+
+    def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
+
+    def emit_event(
+        self, pool: Mapping[str, Any], type_: str, reason: str, message: str
+    ) -> None: ...
 
 
 class NoMetrics:
@@ -122,7 +148,7 @@ class Reconciler:
 
     def __init__(
         self,
-        kube: KubeAdapter,
+        kube: Kube,
         metrics: MetricsSource,
         planner: Planner,
         telemetry: Telemetry,

@@ -1,6 +1,7 @@
 """The Dockerfile builds this package: what it copies exists and reaches the build context,
-its Python satisfies requires-python, it installs the pinned constraints and no dev tools,
-and it starts the console script the chart's Deployment expects.
+its Python satisfies requires-python, it installs the pinned constraints and the core only
+(no extra, so no simulator or dev packages), and it starts the console script the chart's
+Deployment expects.
 
 No Docker engine runs here, so the image itself is not built by the test suite; these
 checks catch the ways a Dockerfile silently drifts from the package.
@@ -8,6 +9,7 @@ checks catch the ways a Dockerfile silently drifts from the package.
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 import tomllib
@@ -154,17 +156,39 @@ def test_installs_the_wheel_with_the_pinned_constraints_and_no_dev_tools() -> No
         assert tool not in install
 
 
-def test_every_runtime_dependency_is_pinned_in_constraints() -> None:
+def test_installs_no_extra() -> None:
+    # Only the core: the extras' packages (plots, tables, certificates, test tools) are not
+    # what `gpufleet run` imports. An extra would come in as gpufleet[x] or a wheel's [x].
+    pips = [r for r in of("RUN") if re.search(r"\bpip (install|wheel)\b", r)]
+    assert len(pips) == 2, "the builder's pip wheel and the runtime's pip install"
+    for run in pips:
+        assert not re.search(r"(gpufleet|\.whl)\[", run), run
+    text = DOCKERFILE.read_text()
+    for extra in PYPROJECT["project"]["optional-dependencies"]:
+        assert f"[{extra}]" not in text
+
+
+def test_the_core_leaves_the_simulator_and_dev_packages_to_the_extras() -> None:
+    core = {canonicalize_name(Requirement(d).name) for d in PYPROJECT["project"]["dependencies"]}
+    assert sorted(core & {"matplotlib", "rich", "cryptography"}) == []
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert {"matplotlib", "rich"} <= {canonicalize_name(Requirement(d).name) for d in extras["sim"]}
+    assert "cryptography" in {canonicalize_name(Requirement(d).name) for d in extras["dev"]}
+
+
+def test_every_dependency_and_extra_is_pinned_in_constraints() -> None:
     pinned = {
         canonicalize_name(line.split("==")[0])
         for line in (ROOT / "constraints.txt").read_text().splitlines()
         if "==" in line
     }
-    unpinned = [
-        dep
-        for dep in PYPROJECT["project"]["dependencies"]
-        if canonicalize_name(Requirement(dep).name) not in pinned
+    project = PYPROJECT["project"]
+    wanted = [
+        *project["dependencies"],
+        *itertools.chain(*project["optional-dependencies"].values()),
     ]
+    names = {canonicalize_name(Requirement(dep).name) for dep in wanted}
+    unpinned = sorted(names - pinned - {canonicalize_name(project["name"])})  # gpufleet[sim]
     assert unpinned == []
 
 

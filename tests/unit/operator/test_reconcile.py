@@ -1,11 +1,10 @@
 """The reconcile pass against an in-memory Kubernetes: idempotent, careful, explainable."""
 
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import pytest
 
-from gpufleet.adapters.kube import KubeAdapter
 from gpufleet.api.conditions import find
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.reconcile import NoMetrics, Reconciler
@@ -20,9 +19,7 @@ NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
 def setup(**kube_options: Any) -> tuple[FakeKube, Reconciler]:
     kube = FakeKube(**kube_options)
-    reconciler = Reconciler(
-        cast(KubeAdapter, kube), NoMetrics(), minimum_plan, kube.telemetry, lambda: NOW
-    )
+    reconciler = Reconciler(kube, NoMetrics(), minimum_plan, kube.telemetry, lambda: NOW)
     kube.add_pool(load_example())
     return kube, reconciler
 
