@@ -27,6 +27,18 @@ class MetricsState(StrEnum):
 
 
 @dataclass(frozen=True)
+class PodStart:
+    """When a replica's pod was created and when it became Ready: its lead time."""
+
+    created: datetime
+    ready: datetime
+
+    @property
+    def seconds(self) -> float:
+        return max((self.ready - self.created).total_seconds(), 0.0)
+
+
+@dataclass(frozen=True)
 class TierObservation:
     """What one tier has right now, from the cluster and from Prometheus."""
 
@@ -46,6 +58,11 @@ class TierObservation:
     # slower than it, read at vLLM's TTFT bucket bounds, where it is exact (no interpolation
     # inside a bucket, unlike histogram_quantile). Empty: no data.
     ttft_fraction_above: Mapping[float, float] = field(default_factory=dict)
+    # Bucket bound (prompt tokens) -> share of the interval's requests whose prompt was at
+    # most that long (vllm:request_prompt_tokens). Empty: no data.
+    prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)
+    # The tier's Ready pods: when each was created and became Ready (the tier's lead time).
+    pod_starts: tuple[PodStart, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -86,6 +103,8 @@ class TierMetrics:
     kv_cache_usage: float | None = None
     # Bucket bound (seconds) -> share of first tokens slower than it (see TierObservation).
     ttft_fraction_above: Mapping[float, float] = field(default_factory=dict)
+    # Bucket bound (prompt tokens) -> share of requests with a prompt at most that long.
+    prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
