@@ -118,10 +118,7 @@ class PrometheusMetrics:
             )
         tiers = {
             t.name: TierMetrics(
-                **{
-                    field: (by_tier.get(t.name) if t.name in fresh else None)
-                    for field, by_tier in values.items()
-                },
+                **_fields_of(t.name, values, fresh),
                 ttft_fraction_above=buckets.get(t.name, {}) if t.name in fresh else {},
             )
             for t in pool.spec.tiers
@@ -224,3 +221,12 @@ class PrometheusMetrics:
                 except Unreachable:
                     answers[cls.name] = None
         return answers
+
+
+def _fields_of(
+    tier: str, values: Mapping[str, Mapping[str, float]], fresh: set[str]
+) -> dict[str, Any]:
+    """TierMetrics' scalar fields of one tier (None where its series are stale or absent)."""
+    return {
+        field: (by_tier.get(tier) if tier in fresh else None) for field, by_tier in values.items()
+    }
