@@ -128,6 +128,7 @@ def observe(
         metrics_message=reading.message,
         demand=classes.demand,
         class_ttft_p99_seconds=classes.ttft_p99_seconds,
+        class_backlog_tokens=classes.backlog_tokens,
     )
 
 

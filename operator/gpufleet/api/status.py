@@ -133,6 +133,54 @@ class TierStatus(StatusModel):
         default=None,
         description="The highest lower recommendation seen since scaleDownSince.",
     )
+    recommendations: list[Recommendation] = Field(
+        default_factory=list,
+        max_length=64,
+        description=(
+            "Recommendations of the last scaleDownDelaySeconds that still hold the tier up, "
+            "newest last, each lower than the one before: the tier runs the first."
+        ),
+    )
+    lead_time_seconds: int | None = Field(
+        default=None,
+        description=(
+            "Learned time from a replica's pod created to Ready (model loaded): what a "
+            "scale-up takes to serve. The profile's model load time until pods are seen."
+        ),
+    )
+    lead_time_observed_at: datetime | None = Field(
+        default=None, description="The newest pod Ready time the lead time has learned from."
+    )
+    reserve_replicas: int = Field(
+        default=0,
+        description="Replicas held above the expected demand to absorb a burst for a lead time.",
+    )
+
+
+class Recommendation(StatusModel):
+    """One pass's replica recommendation for a tier (before the scale-down delay)."""
+
+    time: datetime = Field(description="When it was made.")
+    replicas: int = Field(description="Replicas recommended.")
+
+
+class DemandForecast(StatusModel):
+    """A class's demand history, condensed: what the short-horizon forecast carries."""
+
+    level_tokens_per_second: int = Field(description="Smoothed demand now.")
+    trend_tokens_per_second_per_minute: int = Field(
+        default=0, description="Smoothed change of demand per minute."
+    )
+    deviation_tokens_per_second: int = Field(
+        default=0, description="Typical deviation of demand from the forecast, one interval ahead."
+    )
+    expected_tokens_per_second: int = Field(
+        default=0, description="Demand expected over the next lead time plus one interval."
+    )
+    planned_tokens_per_second: int = Field(
+        default=0, description="Demand planned for: the expected one at the planned quantile."
+    )
+    updated_at: datetime = Field(description="The pass that last updated it.")
 
 
 class TierWeight(StatusModel):
@@ -160,6 +208,19 @@ class ClassStatus(StatusModel):
     )
     objective_ttft_p99_milliseconds: int | None = Field(
         default=None, description="The class's objective, repeated for reading at a glance."
+    )
+    forecast: DemandForecast | None = Field(
+        default=None, description="The class's short-horizon demand forecast."
+    )
+    backlog_tokens: int | None = Field(
+        default=None, description="Tokens of this class's requests waiting in the queues."
+    )
+    unservable_percent: int | None = Field(
+        default=None,
+        description=(
+            "Share of the class's prompts that no tier can prefill within the objective even "
+            "idle, in percent (from the tiers' prompt-length histograms)."
+        ),
     )
 
 
@@ -196,6 +257,10 @@ class InferencePoolStatus(StatusModel):
     )
     carbon_grams_per_million_tokens: str | None = Field(
         default=None, description="CO2-equivalent grams per million tokens at the grid intensity."
+    )
+    reserve_cost_per_hour: str | None = Field(
+        default=None,
+        description="Dollars per hour of the replicas held as burst reserve (in costPerHour).",
     )
     last_decision: Decision | None = Field(default=None, description="The last decision.")
     tier_summary: str | None = Field(

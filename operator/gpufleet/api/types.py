@@ -495,6 +495,16 @@ class Scaling(Model):
         le=400,
         description="Capacity bought above observed demand, in percent. Defaults to 20.",
     )
+    forecast_percentile: int = Field(
+        default=90,
+        ge=50,
+        le=99,
+        description=(
+            "The quantile of the demand forecast planned for, in percent: 50 plans for the "
+            "expected demand; higher holds a burst reserve sized from the demand's own "
+            "volatility over a replica's lead time. Defaults to 90."
+        ),
+    )
 
 
 class ParentRef(Model):

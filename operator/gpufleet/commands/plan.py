@@ -135,6 +135,8 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "gpusPerReplica": t.gpus_per_replica,
                 "replicas": result.tiers[t.name].replicas,
                 "costPerHour": t.price_per_replica_hour * result.tiers[t.name].replicas,
+                "reserveReplicas": result.tiers[t.name].reserve_replicas,
+                "leadTimeSeconds": result.tiers[t.name].lead_time_seconds,
                 "profile": _profile(pool, t.name),
             }
             for t in spec.tiers
@@ -153,6 +155,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
             for c in spec.traffic_classes
         ],
         "costPerHour": result.cost_per_hour,
+        "reserveCostPerHour": result.reserve_cost_per_hour,
         "costPerMillionTokens": result.cost_per_million_tokens,
         "energyKwhPerMillionTokens": result.energy_kwh_per_million_tokens,
         "carbonGramsPerMillionTokens": result.carbon_grams_per_million_tokens,
@@ -174,16 +177,17 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
     data = to_json(pool, demand, result)
     console = Console()
     tiers = Table(title=f"Plan for {data['pool']} ({data['model']})", title_justify="left")
-    for column in ("tier", "accelerator", "GPUs", "replicas", "$/hour", "profile"):
-        tiers.add_column(
-            column, justify="right" if column in ("GPUs", "replicas", "$/hour") else "left"
-        )
+    numbers = ("GPUs", "replicas", "reserve", "lead time", "$/hour")
+    for column in ("tier", "accelerator", *numbers, "profile"):
+        tiers.add_column(column, justify="right" if column in numbers else "left")
     for t in data["tiers"]:
         tiers.add_row(
             t["name"],
             t["accelerator"],
             str(t["gpusPerReplica"]),
             str(t["replicas"]),
+            str(t["reserveReplicas"]),
+            "-" if t["leadTimeSeconds"] is None else f"{t['leadTimeSeconds']:.0f} s",
             f"{t['costPerHour']:.2f}",
             t["profile"],
         )
@@ -210,7 +214,7 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
     energy = data["energyKwhPerMillionTokens"]
     carbon = data["carbonGramsPerMillionTokens"]
     console.print(
-        f"$/hour {data['costPerHour']:.2f}   "
+        f"$/hour {data['costPerHour']:.2f} (burst reserve {data['reserveCostPerHour']:.2f})   "
         f"$/Mtok {'-' if per_million is None else f'{per_million:.4f}'}   "
         f"energy {'-' if energy is None else f'{energy:.3f} kWh/Mtok'}   "
         f"carbon {'-' if carbon is None else f'{carbon:.0f} gCO2e/Mtok'}",

@@ -18,15 +18,18 @@ from gpufleet.api.status import (
     ConditionStatus,
     ConditionType,
     Decision,
+    DemandForecast,
     InferencePoolStatus,
     Reason,
+    Recommendation,
     TierStatus,
     TierWeight,
 )
 from gpufleet.api.types import InferencePool
 from gpufleet.planning import conditions as checks
+from gpufleet.planning import forecast
 from gpufleet.planning.conditions import RoutingState
-from gpufleet.planning.records import Observation, Plan, Verdict
+from gpufleet.planning.records import ClassPlan, Observation, Plan, Verdict
 
 __all__ = ["EventRecord", "RoutingState", "build_status", "events", "money"]
 
@@ -113,6 +116,14 @@ def build_status(
                 capacity_factor_percent=decided.capacity_factor_percent,
                 scale_down_since=decided.scale_down_since,
                 scale_down_to=decided.scale_down_to,
+                recommendations=[
+                    Recommendation(time=t, replicas=r) for t, r in decided.recommendations
+                ],
+                lead_time_seconds=None
+                if decided.lead_time_seconds is None
+                else round(decided.lead_time_seconds),
+                lead_time_observed_at=decided.lead_time_observed_at,
+                reserve_replicas=decided.reserve_replicas,
             )
         )
 
@@ -135,6 +146,10 @@ def build_status(
                     observation.class_ttft_p99_seconds.get(traffic_class.name)
                 ),
                 objective_ttft_p99_milliseconds=traffic_class.ttft_p99_objective_milliseconds,
+                forecast=_forecast(decided_class, observation, previous, traffic_class.name),
+                backlog_tokens=round(decided_class.backlog_tokens)
+                if decided_class and decided_class.backlog_tokens > 0
+                else None,
             )
         )
 
@@ -153,6 +168,9 @@ def build_status(
         cost_per_million_tokens=money(plan.cost_per_million_tokens),
         energy_kwh_per_million_tokens=_three(plan.energy_kwh_per_million_tokens),
         carbon_grams_per_million_tokens=_three(plan.carbon_grams_per_million_tokens),
+        reserve_cost_per_hour=money(plan.reserve_cost_per_hour)
+        if plan.reserve_cost_per_hour > 0
+        else None,
         last_decision=decision,
         tier_summary=" ".join(f"{t.name}:{t.ready_replicas}/{t.desired_replicas}" for t in tiers),
         weight_summary="; ".join(
@@ -161,6 +179,18 @@ def build_status(
         ),
         ttft_summary=" ".join(_ttft_cell(c) for c in classes),
     )
+
+
+def _forecast(
+    decided: ClassPlan | None,
+    observation: Observation,
+    previous: InferencePoolStatus,
+    name: str,
+) -> DemandForecast | None:
+    """The class's forecast as this pass updated it, else as the last pass left it."""
+    if decided is not None and decided.forecast is not None:
+        return forecast.to_status(decided.forecast, observation.now)
+    return next((c.forecast for c in previous.classes if c.name == name), None)
 
 
 def _three(value: float | None) -> str | None:

@@ -11,13 +11,11 @@ last planned demand: exact when the weights tell the classes apart, and when the
 their own query are subtracted first. A class with no weight anywhere cannot be seen: None.
 
 A saturated tier counts the tokens it *served*, its capacity, not its demand: the rest
-waits in its queue. `with_backlog` adds the tokens of the requests waiting there
-(`vllm:num_requests_waiting` times the tokens per request the tier served), spread over
-one decision interval, so that a tier short of replicas asks for enough to serve its
-demand and clear its queue rather than for what it already has. (Without it, a fleet
-started for a quiet first interval of the Azure trace read its batch demand far too low
-for minutes, and most of its batch misses came from there: `make bench-sim` replays that
-trace, BENCHMARKS.md has its numbers.)
+waits in its queue. That queue is not demand to plan for every interval but a backlog
+to drain once (`planning.replicas`): `backlog_tokens` prices each waiting request at the
+mean size of the classes the tier serves and gives each class its share. Pricing them at
+the tokens the tier served per request completed over-counts them many times when a queue
+forms (prefills run ahead of completions), and a fleet would buy for a demand it never had.
 
 `prompt_share` and `split_demand` split one tokens/s figure into prompt and generated
 tokens by the class's mean lengths. `planning.observed.observe_classes` puts these
@@ -91,20 +89,34 @@ def infer_demand(
     return result
 
 
-def with_backlog(
-    tokens_per_second: float | None,
-    requests_per_second: float | None,
-    requests_waiting: float | None,
-    seconds: float,
-) -> float | None:
-    """A tier's served tokens/s plus the tokens of its waiting requests over `seconds`.
+def backlog_tokens(
+    waiting: Mapping[str, float | None],
+    weights: Mapping[str, Mapping[str, int]],
+    demand: Mapping[str, float | None],
+    tokens_per_request: Mapping[str, float],
+) -> dict[str, float]:
+    """Tokens of each class's requests waiting in the tiers' queues.
 
-    Tokens per waiting request are those per request served; without served requests
-    (or without a queue reading) the served rate is returned as it is.
+    A tier's waiting requests are split over the classes it serves by each class's share
+    of its traffic (demand x weight; by weight alone when there is no demand reading), and
+    priced at that class's mean prompt plus output tokens.
     """
-    if tokens_per_second is None or not requests_waiting or requests_waiting <= 0:
-        return tokens_per_second
-    if not requests_per_second or requests_per_second <= 0 or seconds <= 0:
-        return tokens_per_second
-    per_request = tokens_per_second / requests_per_second
-    return tokens_per_second + requests_waiting * per_request / seconds
+    backlog = dict.fromkeys(tokens_per_request, 0.0)
+    for tier, count in waiting.items():
+        if not count or count <= 0:
+            continue
+        shares = {
+            c: (demand.get(c) or 0.0) * ws.get(tier, 0) / 100.0
+            for c, ws in weights.items()
+            if ws.get(tier, 0) > 0 and c in tokens_per_request
+        }
+        if sum(shares.values()) <= 0:
+            shares = {
+                c: float(ws.get(tier, 0))
+                for c, ws in weights.items()
+                if ws.get(tier, 0) > 0 and c in tokens_per_request
+            }
+        total = sum(shares.values())
+        for c, share in shares.items():
+            backlog[c] += count * share / total * tokens_per_request[c]
+    return backlog

@@ -26,7 +26,7 @@ from gpufleet.planning.conditions import (
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.records import ClassPlan, TierPlan
 
-MAX_NOTES = 4
+MAX_NOTES = 6
 
 
 @dataclass(frozen=True)
@@ -133,6 +133,7 @@ class Report:
         for name in self._unserved():
             share = self.classes[name].served_fraction
             notes.append(f"{name} gets {share:.0%} of its demand")
+        notes += self._foresight_notes()
         for name, tier in self.tiers.items():
             if tier.capped_at is not None:
                 seen = self.inputs.seen(name)
@@ -156,6 +157,52 @@ class Report:
         over = cost_objective_exceeded(self.inputs.spec, self.cost_per_million_tokens)
         if over is not None and self.cost_per_million_tokens is not None:
             notes.append(f"${self.cost_per_million_tokens:.4g}/Mtok above the ${over:g} objective")
+        return notes
+
+    def _foresight_notes(self) -> list[str]:
+        """What the forecast, the burst reserve and the queues added to the demand seen."""
+        notes = []
+        rising = {
+            n: c.forecast
+            for n, c in self.classes.items()
+            if c.forecast is not None and c.forecast.expected > c.forecast.observed * 1.05
+        }
+        if rising:
+            notes.append(
+                "forecast "
+                + ", ".join(
+                    f"{n} {tokens(f.expected)} within {f.horizon_seconds:.0f} s"
+                    for n, f in rising.items()
+                )
+            )
+        reserve = {n: t.reserve_replicas for n, t in self.tiers.items() if t.reserve_replicas}
+        if reserve:
+            cost = sum(self.inputs.prices[n] * k for n, k in reserve.items())
+            steps = [
+                f"{n} to {c.forecast.planned / c.forecast.observed:.1f}x"
+                for n, c in self.classes.items()
+                if c.forecast is not None and c.forecast.reserve > 0 and c.forecast.observed > 0
+            ]
+            held = ", ".join(f"{k} {n}" for n, k in reserve.items())
+            horizon = max(
+                (c.forecast.horizon_seconds for c in self.classes.values() if c.forecast),
+                default=0.0,
+            )
+            notes.append(
+                f"burst reserve: ${cost:.2f}/h holds {held} to absorb a step"
+                + (f" ({', '.join(steps)})" if steps else "")
+                + f" for {horizon:.0f} s"
+            )
+        drained = {n: t.drain_replicas for n, t in self.tiers.items() if t.drain_replicas}
+        queued = {n: c.backlog_tokens for n, c in self.classes.items() if c.backlog_tokens > 0}
+        if drained and queued:
+            notes.append(
+                "backlog drain: "
+                + ", ".join(f"{k} {n}" for n, k in drained.items())
+                + " for "
+                + ", ".join(f"{v:.0f} queued {n} tokens" for n, v in queued.items())
+                + ", released once drained"
+            )
         return notes
 
     def _ineligible_notes(self) -> list[str]:

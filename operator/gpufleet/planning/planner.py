@@ -26,15 +26,17 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import datetime
 
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain
+from gpufleet.planning import explain, forecast
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
 from gpufleet.planning.feedback import capacity_factors
 from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.leadtime import LeadTime, lead_times
 from gpufleet.planning.optimizer import Solution, TierOption, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
@@ -44,7 +46,7 @@ from gpufleet.planning.routing import shed_overflow, weights_for
 from gpufleet.planning.stabilization import (
     Load,
     ScaleDecision,
-    delay_scale_down,
+    hold_for_delay,
     integer_weights,
     route_on_ready,
 )
@@ -63,6 +65,7 @@ class Fleet:
     missing_profile: Mapping[str, str]  # tier -> why it has no profile
     capacities: Mapping[str, ClassCapacity]
     bounds: TierBounds
+    leads: Mapping[str, LeadTime]  # tier -> created-to-Ready time, learned or the prior
 
 
 def plan(spec: InferencePoolSpec, observation: Observation, previous: InferencePoolStatus) -> Plan:
@@ -90,6 +93,7 @@ def derive_fleet(inputs: Inputs) -> Fleet:
         missing_profile=missing,
         capacities=class_capacities(inputs.classes, models),
         bounds=tier_bounds(inputs, models),
+        leads=lead_times(inputs, models),
     )
 
 
@@ -101,19 +105,40 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     names = inputs.names
     demand = {c.name: _demand_tokens(inputs, c.name) for c in inputs.classes}
     rates = {c.name: demand[c.name] / c.tokens_per_request for c in inputs.classes}
-    needs = [capacities[c.name].need(rates[c.name] * (1 + inputs.headroom)) for c in inputs.classes]
+    forecasts = _forecasts(inputs, fleet, demand)
+    # Requests/s bought per class: the expected demand with headroom, or its planned
+    # quantile when the demand's volatility asks for more (the burst reserve), plus what
+    # drains the queues within a lead time (bought now, never held by the delay).
+    expected = {
+        c.name: forecasts[c.name].expected * (1 + inputs.headroom) / c.tokens_per_request
+        for c in inputs.classes
+    }
+    held = {
+        c.name: max(expected[c.name], forecasts[c.name].planned / c.tokens_per_request)
+        for c in inputs.classes
+    }
+    drain = _drain_rates(inputs, fleet)
+    bought = {c: held[c] + drain[c] for c in held}
     options = [
         TierOption(t.name, inputs.prices[t.name], bounds.lower[t.name], bounds.upper[t.name])
         for t in inputs.tiers
     ]
-    solution = optimize(options, needs, inputs.budget)
-    wanted = keep_serving(inputs, capacities, bounds, solution.replicas, demand)
-    asked = asks(inputs, bounds, wanted, options, needs)
-    decisions = _delay_scale_down(inputs, asked)
+
+    def recommend(rps: Mapping[str, float]) -> tuple[Solution, dict[str, int], dict[str, int]]:
+        needs = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
+        solution = optimize(options, needs, inputs.budget)
+        wanted = keep_serving(inputs, capacities, bounds, solution.replicas, demand)
+        return solution, wanted, asks(inputs, bounds, wanted, options, needs)
+
+    solution, wanted, asked = recommend(bought)
+    steady = recommend(held)[2] if any(drain.values()) else asked
+    reserve = _reserve(steady, recommend(expected)[2] if held != expected else steady)
+    decisions = _hold_for_delay(inputs, steady)
     target = {
-        n: min(max(d.replicas, bounds.ask_lower[n]), bounds.ask_upper[n])
+        n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
         for n, d in decisions.items()
     }
+    drained = {n: max(target[n] - decisions[n].replicas, 0) for n in names}
     target, protected = protect_traffic(
         inputs, bounds, target, _loads(inputs, capacities, rates, 1 + inputs.headroom)
     )
@@ -121,8 +146,9 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
 
     actual = _loads(inputs, capacities, rates, 1.0)
     ready = {n: min(inputs.seen(n).ready_replicas, target[n]) for n in names}
+    cover = {c: bought[c] / rates[c] if rates[c] > 0 else 1 + inputs.headroom for c in rates}
     targets = {c: dict(s) for c, s in solution.routing.items() if rates.get(c, 0) > 0}
-    targets = shed_overflow(inputs, targets, solution.served)
+    targets = shed_overflow(inputs, targets, solution.served, cover)
     live = {
         c.name: {t: w / 100.0 for t, w in inputs.previous_weights(c.name).items()}
         for c in inputs.classes
@@ -148,7 +174,11 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         decisions=decisions,
         protected=protected,
         solution=solution,
+        cover=cover,
         waiting=waiting,
+        forecasts=forecasts,
+        reserve={n: min(reserve[n], target[n]) for n in names},
+        drained=drained,
     )
 
 
@@ -188,25 +218,88 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
 
 
 def _demand_tokens(inputs: Inputs, cls: str) -> float:
+    """The class's arrivals in tokens/s: what its tiers served, plus what its queues grew
+    by since the last pass (a saturated tier serves its capacity, not its demand)."""
     measured = inputs.observation.demand.get(cls)
     if measured is None:  # not measurable this pass: plan for what was planned last time
         return inputs.previous_demand(cls)
-    return max(measured.tokens_per_second, 0.0)
+    return max(measured.tokens_per_second, 0.0) + _queue_growth(inputs, cls)
 
 
-def _delay_scale_down(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, ScaleDecision]:
+def _queue_growth(inputs: Inputs, cls: str) -> float:
+    before = next((c for c in inputs.previous.classes if c.name == cls), None)
+    decided = inputs.previous.last_decision
+    if before is None or decided is None or decided.time >= inputs.now:
+        return 0.0
+    seconds = (inputs.now - decided.time).total_seconds()
+    grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
+    return max(grown, 0.0) / max(seconds, float(inputs.spec.scaling.interval_seconds))
+
+
+def _hold_for_delay(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, ScaleDecision]:
     decisions = {}
     for tier in inputs.tiers:
         before = inputs.before(tier.name)
-        decisions[tier.name] = delay_scale_down(
+        window = [(r.time, r.replicas) for r in before.recommendations] if before else []
+        decisions[tier.name] = hold_for_delay(
             current=inputs.seen(tier.name).desired_replicas,
             recommended=asked[tier.name],
-            since=before.scale_down_since if before else None,
-            highest_lower=before.scale_down_to if before else None,
+            window=window,
             now=inputs.now,
             delay_seconds=inputs.spec.scaling.scale_down_delay_seconds,
         )
     return decisions
+
+
+def _forecasts(
+    inputs: Inputs, fleet: Fleet, demand: Mapping[str, float]
+) -> dict[str, forecast.ClassForecast]:
+    """Each class's forecast over the lead time of the tiers that may serve it plus one
+    interval (the slowest of them: the class may have to be served there)."""
+    interval = float(inputs.spec.scaling.interval_seconds)
+    result = {}
+    for cls in inputs.classes:
+        tiers = fleet.capacities[cls.name].eligible or tuple(inputs.names)
+        lead = max((fleet.leads[t].seconds for t in tiers), default=0.0)
+        before = next((c.forecast for c in inputs.previous.classes if c.name == cls.name), None)
+        result[cls.name] = forecast.update(
+            before,
+            demand[cls.name],
+            now=inputs.now,
+            interval_seconds=interval,
+            horizon_seconds=lead + interval,
+            percentile=inputs.spec.scaling.forecast_percentile,
+        )
+    return result
+
+
+def _drain_rates(inputs: Inputs, fleet: Fleet) -> dict[str, float]:
+    """Requests/s per class that drain its queue within the lead time of the tiers that
+    serve it plus its objective: the capacity a backlog asks for, once. The queue drained
+    is the one new replicas will find: today's, grown for a lead time at its last pace."""
+    rates = {}
+    for cls in inputs.classes:
+        tokens = inputs.observation.class_backlog_tokens.get(cls.name, 0.0)
+        if tokens <= 0:
+            rates[cls.name] = 0.0
+            continue
+        tiers = [t for t, w in inputs.previous_weights(cls.name).items() if w > 0]
+        lead = min((fleet.leads[t].seconds for t in tiers if t in fleet.leads), default=0.0)
+        found = tokens + _queue_growth(inputs, cls.name) * lead
+        seconds = lead + fleet.capacities[cls.name].objective_seconds
+        rates[cls.name] = found / cls.tokens_per_request / seconds
+    return rates
+
+
+def _window(inputs: Inputs, tier: str) -> tuple[tuple[datetime, int], ...]:
+    """The tier's scale-down window as the last pass left it (kept while nothing decides)."""
+    before = inputs.before(tier)
+    return tuple((r.time, r.replicas) for r in before.recommendations) if before else ()
+
+
+def _reserve(held: Mapping[str, int], expected: Mapping[str, int]) -> dict[str, int]:
+    """Replicas per tier that the burst reserve adds to the expected demand's."""
+    return {n: max(held[n] - expected.get(n, 0), 0) for n in held}
 
 
 def _loads(
@@ -235,11 +328,16 @@ def _finish(
     decisions: Mapping[str, ScaleDecision] | None = None,
     protected: Mapping[str, int] | None = None,
     solution: Solution | None = None,
+    cover: Mapping[str, float] | None = None,
     waiting: list[str] | None = None,
     initial: bool = False,
     held: bool = False,
+    forecasts: Mapping[str, forecast.ClassForecast] | None = None,
+    reserve: Mapping[str, int] | None = None,
+    drained: Mapping[str, int] | None = None,
 ) -> Plan:
     decisions = decisions or {}
+    forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
     runs = fleet.bounds.running(target)
     predicted = predicted_p99(inputs, fleet.models, fleet.capacities, runs, weights, demand)
     served = dict(solution.served) if solution else {}
@@ -249,10 +347,14 @@ def _finish(
             weights=dict(weights[c.name]),
             demand_tokens_per_second=demand.get(c.name) if not initial else None,
             predicted_ttft_p99_seconds=_finite(predicted.get(c.name)),
-            served_fraction=min(1.0, served.get(c.name, 1.0) * (1 + inputs.headroom)),
+            served_fraction=min(
+                1.0, served.get(c.name, 1.0) * (cover or {}).get(c.name, 1 + inputs.headroom)
+            ),
             overloaded=math.isinf(predicted.get(c.name) or 0.0),
             eligible_tiers=fleet.capacities[c.name].eligible,
             best_effort_ttft_p99_seconds=fleet.capacities[c.name].best_effort_seconds,
+            forecast=forecasts.get(c.name),
+            backlog_tokens=inputs.observation.class_backlog_tokens.get(c.name, 0.0),
         )
         for c in inputs.classes
     }
@@ -265,6 +367,11 @@ def _finish(
             scale_down_to=decisions[n].scale_down_to if n in decisions else None,
             capped_at=fleet.bounds.capped.get(n),
             lost_replicas=fleet.bounds.lost.get(n, 0),
+            recommendations=decisions[n].window if n in decisions else _window(inputs, n),
+            lead_time_seconds=fleet.leads[n].seconds,
+            lead_time_observed_at=fleet.leads[n].observed_at,
+            reserve_replicas=reserve.get(n, 0),
+            drain_replicas=drained.get(n, 0),
         )
         for n in inputs.names
     }
@@ -299,6 +406,7 @@ def _finish(
         energy_kwh_per_million_tokens=energy,
         carbon_grams_per_million_tokens=None if energy is None else energy * CARBON_GRAMS_PER_KWH,
         awaiting_metrics=initial or held,
+        reserve_cost_per_hour=sum(inputs.prices[n] * reserve.get(n, 0) for n in inputs.names),
     )
 
 

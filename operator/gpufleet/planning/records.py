@@ -14,6 +14,7 @@ from datetime import datetime
 from enum import StrEnum
 
 from gpufleet.api.status import Reason
+from gpufleet.planning.forecast import ClassForecast
 
 
 class MetricsState(StrEnum):
@@ -89,6 +90,8 @@ class Observation:
     demand: Mapping[str, ClassDemand | None] = field(default_factory=dict)
     # Observed P99 TTFT per class (from per-class series or inferred from tiers and weights).
     class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
+    # Tokens of each class's requests waiting in the queues (planning.demand.backlog_tokens).
+    class_backlog_tokens: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -136,6 +139,12 @@ class TierPlan:
     capped_at: int | None = None
     # Replicas a preemptible tier lost with its nodes (Ready before, unschedulable now).
     lost_replicas: int = 0
+    # The recommendations of the scale-down window still holding the tier up (oldest first).
+    recommendations: tuple[tuple[datetime, int], ...] = ()
+    lead_time_seconds: float | None = None  # created -> Ready, learned or the prior
+    lead_time_observed_at: datetime | None = None  # newest pod Ready time learned from
+    reserve_replicas: int = 0  # held for the burst reserve (part of `replicas`)
+    drain_replicas: int = 0  # bought to drain the queues (part of `replicas`, not held)
 
 
 @dataclass(frozen=True)
@@ -151,6 +160,8 @@ class ClassPlan:
     eligible_tiers: tuple[str, ...] = ()  # tiers that hold its (or its best-effort) objective
     # Set when no tier holds the class's objective: the relaxed P99 it is planned for.
     best_effort_ttft_p99_seconds: float | None = None
+    forecast: ClassForecast | None = None  # what the pass expected and planned for
+    backlog_tokens: float = 0.0  # tokens of its requests waiting in the queues
 
 
 @dataclass(frozen=True)
@@ -177,3 +188,4 @@ class Plan:
     # No decision on metrics this pass: a new pool's first replicas, or the last decision
     # kept because the metrics are missing.
     awaiting_metrics: bool = False
+    reserve_cost_per_hour: float = 0.0  # of the replicas held as burst reserve

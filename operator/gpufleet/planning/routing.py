@@ -19,6 +19,7 @@ def shed_overflow(
     inputs: Inputs,
     targets: Mapping[str, Mapping[str, float]],
     served: Mapping[str, float],
+    cover: Mapping[str, float],
 ) -> dict[str, dict[str, float]]:
     """Where an under-served class's unserved traffic goes.
 
@@ -27,12 +28,13 @@ def shed_overflow(
     overflow onto tiers sized for higher-priority classes and break their objectives.
     Keep the planned load on those tiers and send the remainder to the class's tiers that
     no higher-priority class uses (when it has any): the shortage stays with the class the
-    priorities say should bear it.
+    priorities say should bear it. `served` is the optimizer's served share of what it was
+    asked for, `cover` what it was asked for per unit of the class's demand.
     """
     priority = {c.name: c.priority for c in inputs.classes}
     result = {c: dict(shares) for c, shares in targets.items()}
     for name, shares in targets.items():
-        fraction = min(1.0, served.get(name, 1.0) * (1 + inputs.headroom))
+        fraction = min(1.0, served.get(name, 1.0) * cover.get(name, 1 + inputs.headroom))
         if fraction >= 1.0 - 1e-9 or not shares:
             continue
         guarded = {

@@ -1,7 +1,7 @@
 """Stability: how a recommendation becomes a decision without flapping or dropping traffic.
 
-- Scale up at once; scale down only after `scaleDownDelaySeconds` of lower recommendations,
-  then to the highest of them (state in TierStatus.scaleDownSince / scaleDownTo).
+- Scale up at once; scale down to the highest recommendation of the last
+  `scaleDownDelaySeconds` (a rolling maximum, state in TierStatus.recommendations).
 - Never shrink a tier below what carries the traffic its current weights send it: weights
   move first, replicas go in a later pass (`protect_traffic`).
 - Weights move only onto Ready replicas (make before break): a tier's share of each class
@@ -29,33 +29,47 @@ _STAY_WEIGHT = 0.01
 @dataclass(frozen=True)
 class ScaleDecision:
     replicas: int
-    scale_down_since: datetime | None = None
-    scale_down_to: int | None = None
+    scale_down_since: datetime | None = None  # when the recommendation holding it was made
+    scale_down_to: int | None = None  # what it goes to when that one is older than the delay
+    # The recommendations of the delay window that can still hold the tier up: each later
+    # one lower, the newest last (TierStatus.recommendations).
+    window: tuple[tuple[datetime, int], ...] = ()
 
     @property
     def pending(self) -> bool:
         return self.scale_down_since is not None
 
 
-def delay_scale_down(
+MAX_WINDOW = 64  # TierStatus.recommendations' bound
+
+
+def hold_for_delay(
     *,
     current: int,
     recommended: int,
-    since: datetime | None,
-    highest_lower: int | None,
+    window: Sequence[tuple[datetime, int]],
     now: datetime,
     delay_seconds: int,
 ) -> ScaleDecision:
-    """Scale up at once; scale down to the highest lower recommendation after the delay."""
-    if recommended >= current:
-        return ScaleDecision(recommended)
-    if since is None or highest_lower is None or highest_lower >= current or since > now:
-        since, highest_lower = now, recommended
-    else:
-        highest_lower = max(highest_lower, recommended)
-    if (now - since).total_seconds() >= delay_seconds:
-        return ScaleDecision(highest_lower)
-    return ScaleDecision(current, since, highest_lower)
+    """The highest recommendation of the last `delay_seconds`: a rolling maximum.
+
+    Scale up at once; scale down only when every recommendation that was higher is older
+    than the delay, and then to the highest of the newer ones: a tier follows a falling
+    demand one delay behind it, step by step, instead of holding its peak for a whole
+    delay and then dropping at once. Only recommendations that could still decide are
+    kept: each is higher than every later one. Without a window (a new tier, or a status
+    from before the window existed) the current size counts as recommended now.
+    """
+    recent = [(t, r) for t, r in window if t <= now and (now - t).total_seconds() < delay_seconds]
+    if not window and current > recommended and delay_seconds > 0:
+        recent = [(now, current)]
+    kept = [(t, r) for t, r in recent if r > recommended] + [(now, recommended)]
+    if len(kept) > MAX_WINDOW:
+        kept = kept[:1] + kept[len(kept) - MAX_WINDOW + 1 :]
+    top = kept[0][1]
+    if top > recommended:
+        return ScaleDecision(top, kept[0][0], kept[1][1], tuple(kept))
+    return ScaleDecision(recommended, window=tuple(kept))
 
 
 @dataclass(frozen=True)

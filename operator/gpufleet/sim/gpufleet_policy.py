@@ -76,5 +76,8 @@ def operator_view(
     answers = {name: d.tokens_per_second for name, d in observation.demand.items() if d is not None}
     classes = observe_classes(pool.spec, status, observation.tiers, answers)
     return replace(
-        observation, demand=classes.demand, class_ttft_p99_seconds=classes.ttft_p99_seconds
+        observation,
+        demand=classes.demand,
+        class_ttft_p99_seconds=classes.ttft_p99_seconds,
+        class_backlog_tokens=classes.backlog_tokens,
     )

@@ -157,9 +157,10 @@ def test_reads_tiers_and_infers_demand() -> None:
     realtime, batch = seen.demand["realtime"], seen.demand["batch"]
     assert realtime is not None and batch is not None
     assert realtime.tokens_per_second == pytest.approx(1000)
-    # The 4090s served 6000 tokens/s (400 per request) and hold 7 waiting requests:
-    # demand the next interval must also serve.
-    assert batch.tokens_per_second == pytest.approx(6000 + 7 * 400 / 30)
+    # The 4090s served 6000 tokens/s and hold 7 waiting requests: batch's backlog, at its
+    # mean request size (200 + 200 tokens), to drain once rather than demand to plan for.
+    assert batch.tokens_per_second == pytest.approx(6000)
+    assert seen.backlog_tokens == {"realtime": 0.0, "batch": pytest.approx(7 * 400)}
     assert seen.ttft_p99_seconds == {"realtime": 0.03, "batch": None}
 
 
@@ -279,8 +280,10 @@ def test_a_stale_tier_has_no_bucket_shares() -> None:
     assert read(answer).tiers["rtx4090"].ttft_fraction_above == {}
 
 
-def test_the_adapter_adds_waiting_requests_to_inferred_demand() -> None:
-    # The 4090s serve 3000 prompt tokens/s (2 req/s of 1500) with 60 requests waiting.
+def test_waiting_requests_are_a_backlog_priced_at_the_class_s_size() -> None:
+    # The 4090s serve 3000 prompt tokens/s (2 req/s completed) with 60 requests waiting.
+    # Tokens served per request completed (1500) over-count a queue's requests when
+    # prefills run ahead of completions: they are priced at batch's mean size instead.
     answers = {
         "time() -": vector(h100=1, rtx4090=1),
         "prompt_tokens": vector(h100=0, rtx4090=3000),
@@ -288,6 +291,8 @@ def test_the_adapter_adds_waiting_requests_to_inferred_demand() -> None:
         "request_success": vector(h100=0, rtx4090=2),
         "waiting": vector(h100=0, rtx4090=60),
     }
-    batch = classes_of(read(answers)).demand["batch"]
+    seen = classes_of(read(answers))
+    batch = seen.demand["batch"]
     assert batch is not None
-    assert batch.tokens_per_second == pytest.approx(3000 + 60 * 1500 / 30)
+    assert batch.tokens_per_second == pytest.approx(3000)
+    assert seen.backlog_tokens["batch"] == pytest.approx(60 * 400)

@@ -6,8 +6,16 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gpufleet.api.status import ClassStatus, Decision, InferencePoolStatus, TierStatus, TierWeight
+from gpufleet.api.status import (
+    ClassStatus,
+    Decision,
+    InferencePoolStatus,
+    Recommendation,
+    TierStatus,
+    TierWeight,
+)
 from gpufleet.api.types import InferencePoolSpec, ModelSpec, Tier
+from gpufleet.planning.forecast import to_status
 from gpufleet.planning.records import ClassDemand, MetricsState, Observation, Plan, TierObservation
 from tests.pools import pool, tier, traffic_class
 
@@ -141,6 +149,11 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
                 capacity_factor_percent=t.capacity_factor_percent,
                 scale_down_since=t.scale_down_since,
                 scale_down_to=t.scale_down_to,
+                recommendations=[Recommendation(time=w, replicas=r) for w, r in t.recommendations],
+                lead_time_seconds=None
+                if t.lead_time_seconds is None
+                else round(t.lead_time_seconds),
+                lead_time_observed_at=t.lead_time_observed_at,
             )
             for t in plan.tiers.values()
         ],
@@ -151,6 +164,7 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
                 demand_tokens_per_second=None
                 if c.demand_tokens_per_second is None
                 else round(c.demand_tokens_per_second),
+                forecast=None if c.forecast is None else to_status(c.forecast, observation.now),
             )
             for c in plan.classes.values()
         ],

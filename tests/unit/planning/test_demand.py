@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from gpufleet.api.types import TrafficClass
-from gpufleet.planning.demand import infer_demand, prompt_share, split_demand, with_backlog
+from gpufleet.planning.demand import backlog_tokens, infer_demand, prompt_share, split_demand
 
 pytestmark = pytest.mark.timeout(2)
 
@@ -76,20 +76,23 @@ def test_infer_demand(
         assert got[name] == (None if value is None else pytest.approx(value, rel=1e-3)), name
 
 
-@pytest.mark.parametrize(
-    ("tokens", "rps", "waiting", "expected"),
-    [
-        pytest.param(3000.0, 2.0, 0.0, 3000.0, id="no-queue"),
-        pytest.param(3000.0, 2.0, 60.0, 3000.0 + 60 * 1500 / 30, id="queue-cleared-in-an-interval"),
-        pytest.param(3000.0, 0.0, 60.0, 3000.0, id="nothing-served-no-size-known"),
-        pytest.param(None, 2.0, 60.0, None, id="no-rate"),
-    ],
-)
-def test_a_saturated_tier_counts_its_queue_as_demand(
-    tokens: float | None, rps: float, waiting: float, expected: float | None
-) -> None:
-    got = with_backlog(tokens, rps, waiting, 30.0)
-    assert got == (None if expected is None else pytest.approx(expected))
+def test_waiting_requests_are_priced_at_the_sizes_of_the_classes_on_the_tier() -> None:
+    """60 waiting on a tier that takes all of chat (400 tokens) and a quarter of batch
+    (2000 tokens), where chat's demand is 3x batch's share: split 3:1, each at its size."""
+    weights = {"chat": {"a": 100}, "batch": {"a": 25, "b": 75}}
+    demand = {"chat": 3000.0, "batch": 4000.0}
+    sizes = {"chat": 400.0, "batch": 2000.0}
+    got = backlog_tokens({"a": 60.0, "b": 0.0}, weights, demand, sizes)
+    assert got["chat"] == pytest.approx(60 * 0.75 * 400)
+    assert got["batch"] == pytest.approx(60 * 0.25 * 2000)
+
+
+def test_a_queue_without_demand_readings_splits_by_weight_and_none_is_nothing() -> None:
+    weights = {"chat": {"a": 50}, "batch": {"a": 50}}
+    sizes = {"chat": 400.0, "batch": 2000.0}
+    got = backlog_tokens({"a": 10.0}, weights, {"chat": None, "batch": None}, sizes)
+    assert got == {"chat": pytest.approx(5 * 400), "batch": pytest.approx(5 * 2000)}
+    assert backlog_tokens({"a": None}, weights, {}, sizes) == {"chat": 0.0, "batch": 0.0}
 
 
 def test_one_tokens_per_second_figure_splits_by_the_class_s_mean_lengths() -> None:

@@ -315,11 +315,16 @@ def test_scale_up_is_immediate_and_scale_down_waits_for_the_delay() -> None:
     highest = second.tiers["rtx4090"].scale_down_to
     assert highest is not None and lowest < highest < 10
     assert second.tiers["rtx4090"].scale_down_since == seen.now
-    # After the delay: down to the highest lower recommendation of the window.
+    # After the delay: down to the highest recommendation of the last 300 s (a rolling
+    # maximum), and on down one delay after that one, to the lowest since.
     seen3 = observe(s, {"realtime": 2000, "batch": 12000}, now=300, ready=running)
     third = plan(s, seen3, status_from(second, seen2))
     assert replicas(third)["rtx4090"] == highest
-    assert third.tiers["rtx4090"].scale_down_since is None
+    assert third.tiers["rtx4090"].scale_down_since == seen2.now
+    after = dict(running, rtx4090=highest)
+    seen4 = observe(s, {"realtime": 2000, "batch": 12000}, now=420, ready=after)
+    fourth = plan(s, seen4, status_from(third, seen3))
+    assert replicas(fourth)["rtx4090"] < highest
 
 
 def test_a_recommendation_back_at_current_cancels_the_pending_scale_down() -> None:

@@ -1,0 +1,189 @@
+"""The planner's foresight: forecast and burst reserve, lead time, scale-down window, backlog."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from gpufleet.api.status import DemandForecast
+from gpufleet.planning import forecast
+from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.leadtime import MIN_SAMPLE_SECONDS, lead_times
+from gpufleet.planning.planner import plan
+from gpufleet.planning.profiles import replica_model
+from gpufleet.planning.records import PodStart
+from gpufleet.planning.stabilization import hold_for_delay
+from tests.unit.planning.factories import (
+    at,
+    observe,
+    previous,
+    replicas,
+    spec,
+    status_from,
+)
+
+pytestmark = pytest.mark.timeout(10)
+
+LIVE = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+
+
+def _run(series: list[float], percentile: int = 90) -> list[forecast.ClassForecast]:
+    """Forecasts over a series of 30 s observations, the status carried as ints."""
+    carried: DemandForecast | None = None
+    out = []
+    for k, value in enumerate(series):
+        now = at(30 * k)
+        f = forecast.update(
+            carried,
+            value,
+            now=now,
+            interval_seconds=30,
+            horizon_seconds=106,
+            percentile=percentile,
+        )
+        carried = forecast.to_status(f, now)
+        out.append(f)
+    return out
+
+
+def test_steady_demand_plans_for_itself_with_no_reserve() -> None:
+    last = _run([5000.0] * 20)[-1]
+    assert last.expected == pytest.approx(5000, rel=1e-3)
+    assert last.reserve == pytest.approx(0, abs=5)
+
+
+def test_a_volatile_demand_holds_a_reserve_and_a_calm_one_gives_it_back() -> None:
+    bursty = _run([2000.0, 8000.0] * 10)
+    assert bursty[-1].reserve > 2000  # a step of the bursts' size is held
+    calmed = _run([2000.0, 8000.0] * 10 + [2000.0] * 60)
+    assert calmed[-1].reserve < 0.1 * bursty[-1].reserve
+
+
+def test_a_rising_demand_is_expected_higher_over_the_lead_time() -> None:
+    rising = _run([1000.0 * (k + 1) for k in range(8)], percentile=50)
+    assert rising[-1].expected > rising[-1].observed
+    assert rising[-1].planned == rising[-1].expected  # the median: no reserve
+
+
+def test_a_falling_trend_never_plans_below_today() -> None:
+    falling = _run([8000.0 - 1000.0 * k for k in range(8)], percentile=50)
+    assert falling[-1].expected == pytest.approx(falling[-1].observed)
+
+
+def test_the_reserve_grows_with_the_planned_quantile() -> None:
+    series = [2000.0, 8000.0] * 10
+    assert _run(series, percentile=99)[-1].reserve > _run(series, percentile=75)[-1].reserve
+    assert _run(series, percentile=50)[-1].reserve == 0
+
+
+# -- lead time -------------------------------------------------------------------------------
+
+
+def _model() -> ReplicaModel:
+    s = spec()
+    return replica_model(s.tiers[1], s.model)
+
+
+def _inputs(starts: list[tuple[float, float]], **before: object) -> Inputs:
+    s = spec()
+    pods = tuple(PodStart(at(c), at(r)) for c, r in starts)
+    seen = observe(s, {}, now=600, tiers={"rtx4090": {"pod_starts": pods}})
+    status = previous({"h100": 1, "rtx4090": 2}, LIVE, tiers={"rtx4090": dict(before)})
+    return Inputs(s, seen, status)
+
+
+def test_lead_time_starts_at_the_model_load_time_and_learns_from_pods() -> None:
+    prior = lead_times(_inputs([]), {"rtx4090": _model()})["rtx4090"]
+    assert prior.seconds == pytest.approx(_model().model_load_seconds)
+    assert not prior.learned
+    first = lead_times(_inputs([(0, 200), (10, 230)]), {"rtx4090": _model()})["rtx4090"]
+    assert first.seconds == pytest.approx(210) and first.observed_at == at(230)
+    # Next pass: the estimate moves halfway to a new sample; pods already used are not.
+    later = _inputs(
+        [(0, 200), (10, 230), (300, 400)], lead_time_seconds=210, lead_time_observed_at=at(230)
+    )
+    moved = lead_times(later, {"rtx4090": _model()})["rtx4090"]
+    assert moved.seconds == pytest.approx(210 + 0.5 * (100 - 210))
+    assert moved.observed_at == at(400)
+
+
+def test_pods_that_were_ready_at_once_say_nothing_of_lead_time() -> None:
+    warm = _inputs([(0, MIN_SAMPLE_SECONDS / 2)])
+    assert not lead_times(warm, {"rtx4090": _model()})["rtx4090"].learned
+
+
+# -- the scale-down window -------------------------------------------------------------------
+
+
+def test_scale_down_follows_the_highest_recommendation_of_the_last_delay() -> None:
+    window: tuple = ()
+    current = 10
+    seen = []
+    for t, recommended in [(0, 10), (60, 8), (120, 6), (180, 4), (300, 4), (360, 4), (420, 4)]:
+        d = hold_for_delay(
+            current=current, recommended=recommended, window=window, now=at(t), delay_seconds=300
+        )
+        window, current = d.window, d.replicas
+        seen.append(d.replicas)
+    # 10 holds until 300 s after it was recommended, then 8's turn, then 6's: one step each.
+    assert seen == [10, 10, 10, 10, 8, 6, 4]
+
+
+def test_a_scale_up_is_immediate_and_clears_the_window() -> None:
+    held = hold_for_delay(
+        current=4, recommended=9, window=((at(0), 6),), now=at(30), delay_seconds=300
+    )
+    assert held.replicas == 9 and held.window == ((at(30), 9),)
+
+
+def test_without_a_window_the_current_size_is_held_for_the_delay() -> None:
+    fresh = hold_for_delay(current=10, recommended=2, window=(), now=at(0), delay_seconds=300)
+    assert fresh.replicas == 10 and fresh.scale_down_to == 2
+
+
+# -- the backlog ------------------------------------------------------------------------------
+
+
+def test_a_growing_queue_buys_more_and_what_drains_it_is_not_held() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 4}
+    base = observe(s, {"realtime": 1000, "batch": 10000}, now=0, ready=running)
+    first = plan(s, base, previous(running, LIVE))
+    status = status_from(first, base)
+    quiet = plan(s, observe(s, {"realtime": 1000, "batch": 10000}, now=30, ready=running), status)
+    queued = dataclasses.replace(
+        observe(s, {"realtime": 1000, "batch": 10000}, now=30, ready=running),
+        class_backlog_tokens={"batch": 120_000.0},
+    )
+    busy = plan(s, queued, status)
+    assert replicas(busy)["rtx4090"] > replicas(quiet)["rtx4090"]
+    assert busy.tiers["rtx4090"].drain_replicas > 0
+    assert "backlog drain" in busy.message
+    # The queue drained: what it bought goes at once, without the scale-down delay.
+    after = observe(s, {"realtime": 1000, "batch": 10000}, now=60, ready=replicas(busy))
+    drained = plan(s, after, status_from(busy, queued))
+    assert replicas(drained)["rtx4090"] == replicas(quiet)["rtx4090"]
+
+
+def test_reserve_is_priced_in_the_plan() -> None:
+    s = spec()
+    running = {"h100": 1, "rtx4090": 4}
+    status = previous(running, LIVE)
+    p = None
+    for k, batch in enumerate([4000, 16000] * 6):
+        seen = observe(s, {"realtime": 1000, "batch": batch}, now=30 * k, ready=running)
+        p = plan(s, seen, status)
+        status = status_from(p, seen)
+        running = replicas(p)
+    assert p is not None
+    reserve = sum(t.reserve_replicas for t in p.tiers.values())
+    assert reserve > 0
+    assert p.reserve_cost_per_hour == pytest.approx(
+        sum(
+            t.reserve_replicas * price
+            for t, price in zip(p.tiers.values(), (2.0, 0.25), strict=True)
+        )
+    )
+    assert "burst reserve: $" in p.message
