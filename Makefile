@@ -76,7 +76,7 @@ image: ## Build the operator image (needs a Docker engine): make image IMAGE=reg
 	DOCKER_BUILDKIT=1 docker build --tag $(IMAGE) .
 
 .PHONY: bench-sim
-bench-sim: install ## Simulator: the Azure trace, gpufleet vs baselines and oracle; writes BENCHMARKS.md
+bench-sim: install ## Simulator: the trace suite (Azure, synthetic), gpufleet vs baselines and oracle; PASS/MISS per target; writes BENCHMARKS.md
 	$(PY) tools/bench_sim.py
 
 .PHONY: profiles

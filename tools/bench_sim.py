@@ -1,28 +1,36 @@
-"""Simulator benchmark: the Azure conversation trace against the first example pool.
+"""Simulator benchmark: a suite of traces, gpufleet against the baselines and the oracle.
 
-Runs `gpufleet simulate` (the command's own code path) on
-../shared/data/traces/azure-llm-inference-2023-conv.csv with examples/llama3-8b-mixed.yaml
-(30% realtime, 70% batch, the io.net prices in the example), every policy side by side on
-one seed, then the same with classes by prompt size, and replays the io.net runs through
-one simulated replica. Prints the tables and rewrites the simulator section of
-BENCHMARKS.md (between its markers; other sections are left alone) with the exact
-commands, the date and the wall time. Run with `make bench-sim`.
+Runs `gpufleet simulate` (the command's own code path) with examples/llama3-8b-mixed.yaml,
+seed 0, 30% realtime, on the Azure conversation trace
+(../shared/data/traces/azure-llm-inference-2023-conv.csv) and on the command's own synthetic
+constant, diurnal, bursts and flash-crowd traces, each with classes by seeded draw
+(`--assign fraction`) and by prompt size (`--assign size`), under the gpufleet,
+static-split, utilization, h100-only and oracle policies. Prints one table (per trace,
+assignment and policy: $/Mtok, attainment per class against its ceiling, cold starts,
+fleet changes, replica-hours) and gpufleet's PASS/MISS per target of issue 15, then
+replays the io.net runs through one simulated replica, and rewrites the simulator section
+of BENCHMARKS.md (between its markers; other sections are left alone). `--traces` runs a
+subset. Run with `make bench-sim`.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import os
 import platform
 import shlex
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gpufleet.commands.simulate import Outcome
+    from gpufleet.sim.report import Summary
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data"
@@ -32,19 +40,57 @@ POOL = ROOT / "examples" / "llama3-8b-mixed.yaml"
 BENCHMARKS = ROOT / "BENCHMARKS.md"
 BEGIN, END = "<!-- sim:begin -->", "<!-- sim:end -->"  # tools.benchmarks_md.markers("sim")
 
+AZURE = "azure-conv"
+SYNTHETIC = ("constant", "diurnal", "bursts", "flash-crowd")
+TRACES = (AZURE, *SYNTHETIC)
+ASSIGNS = ("fraction", "size")
+POLICIES = ("gpufleet", "static-split", "utilization", "h100-only", "oracle")
+
+# Issue 15's targets for gpufleet on every trace.
+ATTAINMENT_SLACK = 0.01  # (a) at least the oracle's (or the ceiling) minus 1 point
+COST_OVER_ORACLE = 1.15  # (b) $/Mtok at most 1.15x the oracle's
+SAME_ATTAINMENT = 0.005  # (c) within 0.5 points of static-split counts as the same service
+COST_OVER_STATIC_FOR_BETTER = 1.15  # (c) better service may cost up to 1.15x static-split's
+COLD_STARTS_OVER_CHANGES = 1.5  # (d) cold starts at most 1.5x the oracle's fleet changes
+
+RULES = f"""\
+- **(a) attainment**, per class: gpufleet's SLO attainment at least the oracle's minus
+  {ATTAINMENT_SLACK * 100:g} point, or at least the class's ceiling minus {ATTAINMENT_SLACK * 100:g}
+  point.
+- **(b) cost**: gpufleet's $/Mtok at most {COST_OVER_ORACLE:g}x the oracle's.
+- **(c) vs static-split**: PASS when gpufleet is cheaper ($/Mtok) and no class attains more
+  than {SAME_ATTAINMENT * 100:g} points less than under static-split; or when no class attains
+  more than {SAME_ATTAINMENT * 100:g} points less, some class attains more than
+  {SAME_ATTAINMENT * 100:g} points more, and it costs at most
+  {COST_OVER_STATIC_FOR_BETTER:g}x static-split's $/Mtok (better service at a bounded price).
+- **(d) cold starts**: gpufleet's cold starts (restarts after a lost node included) at most
+  {COLD_STARTS_OVER_CHANGES:g}x the oracle's fleet changes, the replicas its decisions added
+  over the run summed over tiers (the oracle's own replicas are Ready at once and its
+  restarts after a lost node are not decisions, so they do not count)."""
+
 
 def _relative(path: Path) -> str:
     return os.path.relpath(path, ROOT)
 
 
-def command(*extra: str) -> list[str]:
+def trace_argument(name: str) -> str:
+    return _relative(TRACE) if name == AZURE else f"synthetic:{name}"
+
+
+def command(trace: str, assign: str, synthetic_seconds: float | None = None) -> list[str]:
+    extra = (
+        ["--duration", f"{synthetic_seconds:g}"]
+        if synthetic_seconds is not None and trace != AZURE
+        else []
+    )
     return [
         "simulate",
         "-f", _relative(POOL),
-        "--trace", _relative(TRACE),
-        "--policy", "all",
+        "--trace", trace_argument(trace),
+        "--policy", ",".join(POLICIES),
         "--realtime-fraction", "0.3",
         "--seed", "0",
+        "--assign", assign,
         *extra,
     ]  # fmt: skip
 
@@ -55,6 +101,318 @@ def simulate(argv: list[str], progress: bool) -> Outcome:
 
     args = build_parser(["simulate"]).parse_args([*argv, *([] if progress else ["--no-progress"])])
     return run(args)
+
+
+# -- one case: a trace with one class assignment ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Case:
+    """Every policy on one trace with one class assignment."""
+
+    trace: str
+    assign: str
+    summaries: Sequence[Summary]
+    ceiling: Mapping[str, float]  # class -> physical ceiling on its attainment
+    requests: int = 0
+    duration_seconds: float = 0.0
+    wall_seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.trace} / {self.assign}"
+
+    def policy(self, name: str) -> Summary | None:
+        return next((s for s in self.summaries if s.policy == name), None)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One of issue 15's targets for gpufleet on one case."""
+
+    key: str  # "a:CLASS", "b", "c" or "d"
+    name: str
+    passed: bool
+    detail: str  # the numbers behind the verdict
+    reason: str = ""  # why it missed, where the numbers say
+
+    @property
+    def verdict(self) -> str:
+        return "PASS" if self.passed else "MISS"
+
+    @property
+    def column(self) -> str:
+        """A short heading for the verdicts table."""
+        if self.key.startswith("a:"):
+            return f"(a) {self.key[2:]}"
+        return {"b": "(b) $/Mtok", "c": "(c) vs static-split", "d": "(d) cold starts"}.get(
+            self.key, self.key
+        )
+
+
+def case_of(trace: str, assign: str, outcome: Outcome, wall: float) -> Case:
+    return Case(
+        trace=trace,
+        assign=assign,
+        summaries=list(outcome.summaries),
+        ceiling=dict(outcome.meta.get("attainmentCeiling", {})),
+        requests=int(outcome.meta["requests"]),
+        duration_seconds=float(outcome.meta["durationSeconds"]),
+        wall_seconds=wall,
+    )
+
+
+EPSILON = 1e-9  # shares exactly on a bar (0.985 vs 0.99 - 0.005) are on it, not past it
+
+
+def _points(share: float) -> str:
+    return f"{share * 100:+.2f}"
+
+
+def targets(case: Case) -> list[Target]:
+    """gpufleet's verdict on each target (those whose reference policy ran)."""
+    ours = case.policy("gpufleet")
+    if ours is None:
+        return []
+    oracle, static = case.policy("oracle"), case.policy("static-split")
+    out: list[Target] = []
+    if oracle is not None:
+        out += [_attainment(case, ours, oracle, name) for name in ours.classes]
+        out.append(_cost(ours, oracle))
+    if static is not None:
+        out.append(_against_static(ours, static))
+    if oracle is not None:
+        out.append(_cold_starts(ours, oracle))
+    return out
+
+
+def _attainment(case: Case, ours: Summary, oracle: Summary, name: str) -> Target:
+    got = ours.classes[name].attainment
+    best = oracle.classes[name].attainment if name in oracle.classes else math.nan
+    ceiling = case.ceiling.get(name, 1.0)
+    passed = got >= min(best, ceiling) - ATTAINMENT_SLACK - EPSILON
+    detail = f"{got:.2%} vs the oracle's {best:.2%} (ceiling {ceiling:.2%})"
+    reason = ""
+    if not passed:
+        ratio = ours.ratio_to(oracle)
+        hours = ", ".join(
+            f"{tier} {h:.2f} vs {oracle.replica_hours.get(tier, 0.0):.2f}"
+            for tier, h in ours.replica_hours.items()
+        )
+        spend = f"{ratio:.2f}x the oracle's $/Mtok (replica-hours {hours})"
+        reason = (
+            f"less capacity than the oracle's: {spend}"
+            if ratio < 1.0
+            else f"not for want of spending, {spend}: capacity in the wrong tier or too late"
+        )
+        reason += (
+            f"; {sum(ours.cold_starts.values())} cold starts, {ours.dropped} requests dropped "
+            f"(no Ready replica), {ours.cut} cut by lost nodes"
+        )
+    return Target(f"a:{name}", f"(a) {name} attainment", passed, detail, reason)
+
+
+def _cost(ours: Summary, oracle: Summary) -> Target:
+    ratio = ours.ratio_to(oracle)
+    passed = ratio <= COST_OVER_ORACLE + EPSILON
+    detail = (
+        f"{ratio:.2f}x the oracle's (${ours.cost_per_million_tokens:.4f} vs "
+        f"${oracle.cost_per_million_tokens:.4f})"
+    )
+    reason = ""
+    if not passed:
+        extra = [
+            f"{tier} {hours - oracle.replica_hours.get(tier, 0.0):+.2f} h"
+            for tier, hours in ours.replica_hours.items()
+            if abs(hours - oracle.replica_hours.get(tier, 0.0)) >= 0.005
+        ]
+        better = [
+            f"{name} {_points(c.attainment - oracle.classes[name].attainment)} points"
+            for name, c in ours.classes.items()
+            if name in oracle.classes
+            and c.attainment > oracle.classes[name].attainment + SAME_ATTAINMENT + EPSILON
+        ]
+        reason = "replica-hours over the oracle's: " + (", ".join(extra) or "none")
+        if better:
+            reason += f"; it attains more than the oracle on {', '.join(better)}"
+    return Target("b", f"(b) $/Mtok <= {COST_OVER_ORACLE:g}x the oracle's", passed, detail, reason)
+
+
+def _against_static(ours: Summary, static: Summary) -> Target:
+    ratio = ours.ratio_to(static)
+    diffs = {
+        name: c.attainment - static.classes[name].attainment
+        for name, c in ours.classes.items()
+        if name in static.classes
+    }
+    worse = {n: d for n, d in diffs.items() if d < -SAME_ATTAINMENT - EPSILON}
+    better = {n: d for n, d in diffs.items() if d > SAME_ATTAINMENT + EPSILON}
+    dear = ratio > COST_OVER_STATIC_FOR_BETTER + EPSILON
+    passed = not worse and (ratio < 1.0 or (bool(better) and not dear))
+    shown = ", ".join(f"{n} {_points(d)}" for n, d in diffs.items())
+    detail = f"{ratio:.2f}x static-split's $/Mtok; attainment points against it: {shown}"
+    reason = ""
+    if not passed:
+        if worse:
+            reason = "attains less than static-split on " + ", ".join(
+                f"{n} ({_points(d)} points)" for n, d in worse.items()
+            )
+            if ratio >= 1.0:
+                reason += f", at {ratio:.2f}x its $/Mtok"
+        elif better:
+            reason = (
+                f"attains more on {', '.join(better)} but costs {ratio:.3f}x static-split's "
+                f"(> {COST_OVER_STATIC_FOR_BETTER:g}x)"
+            )
+        else:
+            reason = f"the same service at {ratio:.2f}x static-split's $/Mtok"
+    name = "(c) cheaper than static-split at equal or better attainment"
+    return Target("c", name, passed, detail, reason)
+
+
+def _cold_starts(ours: Summary, oracle: Summary) -> Target:
+    cold = sum(ours.cold_starts.values())
+    changes = sum(oracle.replicas_added.values())
+    bar = COLD_STARTS_OVER_CHANGES * changes
+    passed = cold <= bar
+    detail = f"{cold} cold starts vs the oracle's {changes} replicas added (bar {bar:g})"
+    reason = ""
+    if not passed:
+        by_tier = ", ".join(f"{t} {n}" for t, n in ours.cold_starts.items() if n)
+        lost = sum(ours.preempted.values())
+        added = sum(ours.replicas_added.values())
+        reason = f"cold starts by tier: {by_tier}; gpufleet's decisions added {added} replicas"
+        if lost:
+            reason += f", and {lost} replicas lost with their nodes restarted cold"
+    name = f"(d) cold starts <= {COLD_STARTS_OVER_CHANGES:g}x the oracle's fleet changes"
+    return Target("d", name, passed, detail, reason)
+
+
+# -- tables -----------------------------------------------------------------------------------
+
+
+def class_names(cases: Sequence[Case]) -> list[str]:
+    names: list[str] = []
+    for case in cases:
+        for s in case.summaries:
+            names += [n for n in s.classes if n not in names]
+    return names
+
+
+def tier_names(cases: Sequence[Case]) -> list[str]:
+    names: list[str] = []
+    for case in cases:
+        for s in case.summaries:
+            names += [t for t in s.replica_hours if t not in names]
+    return names
+
+
+def results_rows(cases: Sequence[Case]) -> tuple[list[str], list[list[str]]]:
+    """Per case its ceiling, then per policy: $/Mtok, attainment per class, starts, hours."""
+    classes, tiers = class_names(cases), tier_names(cases)
+    header = [
+        "trace / assign",
+        "policy",
+        "$/Mtok",
+        *(f"{n} %" for n in classes),
+        "cold starts",
+        "fleet changes",
+        f"replica-hours ({' / '.join(tiers)})",
+    ]
+    rows: list[list[str]] = []
+    for case in cases:
+        ceiling = [f"{case.ceiling[n] * 100:.2f}" if n in case.ceiling else "-" for n in classes]
+        rows.append([case.label, "ceiling", "", *ceiling, "", "", ""])
+        for s in case.summaries:
+            rows.append(
+                [
+                    "",
+                    s.policy,
+                    f"{s.cost_per_million_tokens:.4f}",
+                    *(
+                        f"{s.classes[n].attainment * 100:.2f}" if n in s.classes else "-"
+                        for n in classes
+                    ),
+                    str(sum(s.cold_starts.values())),
+                    str(sum(s.replicas_added.values())),
+                    " / ".join(f"{s.replica_hours.get(t, 0.0):.2f}" for t in tiers),
+                ]
+            )
+    return header, rows
+
+
+def verdict_rows(
+    cases: Sequence[Case],
+) -> tuple[list[str], list[list[str]], list[tuple[Case, Target]]]:
+    """PASS/MISS per case and target, and every MISS with its case."""
+    keys: list[tuple[str, str]] = []
+    verdicts = [(case, targets(case)) for case in cases]
+    for _, found in verdicts:
+        keys += [(t.key, t.column) for t in found if (t.key, t.column) not in keys]
+    header = ["trace / assign", *(name for _, name in keys)]
+    rows: list[list[str]] = []
+    misses: list[tuple[Case, Target]] = []
+    for case, found in verdicts:
+        by_key = {t.key: t for t in found}
+        rows.append([case.label, *(by_key[k].verdict if k in by_key else "-" for k, _ in keys)])
+        misses += [(case, t) for t in found if not t.passed]
+    return header, rows, misses
+
+
+def passed_count(cases: Sequence[Case]) -> tuple[int, int]:
+    found = [t for case in cases for t in targets(case)]
+    return sum(t.passed for t in found), len(found)
+
+
+def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def miss_line(case: Case, target: Target) -> str:
+    line = f"**MISS** {case.label}, {target.name}: {target.detail}"
+    return line + (f". Why: {target.reason}." if target.reason else ".")
+
+
+def suite_markdown(cases: Sequence[Case]) -> str:
+    """The results table, the verdicts table and every MISS with its reason."""
+    header, rows = results_rows(cases)
+    v_header, v_rows, misses = verdict_rows(cases)
+    passed, total = passed_count(cases)
+    parts = [
+        _markdown_table(header, rows),
+        f"gpufleet meets {passed} of {total} targets:",
+        _markdown_table(v_header, v_rows),
+    ]
+    if misses:
+        parts.append("\n".join(f"- {miss_line(case, t)}" for case, t in misses))
+    return "\n\n".join(parts)
+
+
+def print_suite(cases: Sequence[Case]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 160)
+    header, rows = results_rows(cases)
+    table = Table(*header, title="The suite: policies per trace and class assignment (seed 0)")
+    for row in rows:
+        table.add_row(*row, style="dim" if row[1] == "ceiling" else None)
+    console.print(table)
+    v_header, v_rows, misses = verdict_rows(cases)
+    passed, total = passed_count(cases)
+    verdicts = Table(*v_header, title=f"gpufleet: {passed} of {total} targets met")
+    for row in v_rows:
+        verdicts.add_row(row[0], *(f"[{'green' if v == 'PASS' else 'red'}]{v}[/]" for v in row[1:]))
+    console.print(verdicts)
+    for case, t in misses:
+        console.print(f"[red]MISS[/red] {case.label}, {t.name}: {t.detail}", highlight=False)
+        if t.reason:
+            console.print(f"  why: {t.reason}", highlight=False)
+
+
+# -- the section ------------------------------------------------------------------------------
 
 
 def validation_markdown() -> tuple[str, int, int]:
@@ -82,99 +440,77 @@ def validation_markdown() -> tuple[str, int, int]:
     return "\n".join(lines), inside, passed
 
 
-def reading(outcome: Outcome) -> str:
-    """Per class: what the prompts allow, and what gpufleet and the oracle attained."""
-    from gpufleet.sim.report import BAR_ATTAINMENT
-
-    by_name = {s.policy: s for s in outcome.summaries}
-    ours, oracle = by_name.get("gpufleet"), by_name.get("oracle")
-    early = _early_misses(outcome)
-    lines = []
-    for name, ceiling in outcome.meta["attainmentCeiling"].items():
-        got = f"gpufleet {ours.classes[name].attainment:.2%}" if ours else ""
-        best = f", the oracle {oracle.classes[name].attainment:.2%}" if oracle else ""
-        if ceiling < BAR_ATTAINMENT:
-            lines.append(
-                f"- {name}: {1 - ceiling:.1%} of its prompts take longer than its objective to "
-                f"prefill on an idle replica of the fastest tier, so no policy can reach "
-                f"{BAR_ATTAINMENT:.0%}: its MISS is the workload's, not a policy's. "
-                f"{got}{best} (the oracle buys replicas until it is near that ceiling)."
-            )
-        else:
-            lines.append(f"- {name}: every prompt can make its objective; {got}{best}.")
-        if name in early and early[name][1]:
-            first, total = early[name]
-            lines[-1] += (
-                f" {first} of gpufleet's {total} {name} misses fall in the first "
-                f"{EARLY_SECONDS / 60:.0f} minutes, while the trace ramps up from a quiet "
-                "first interval (the warm start) and new replicas take 76 s to load."
-            )
-    return "\n".join(lines)
-
-
-EARLY_SECONDS = 300.0
-
-
-def _early_misses(outcome: Outcome) -> dict[str, tuple[int, int]]:
-    """Per class: gpufleet's misses in the first EARLY_SECONDS, and in all."""
-    import numpy as np
-
-    from gpufleet.sim.metrics import Fate
-    from gpufleet.sim.traces import read_azure
-
-    result = next((r for r in outcome.results if r.policy == "gpufleet"), None)
-    if result is None:
-        return {}
-    arrival = read_azure(TRACE).arrival_seconds  # class assignment keeps the order
-    if len(arrival) != len(result.ttft):
-        return {}
-    out = {}
-    for ci, name in enumerate(result.classes):
-        objective = next(c for c in outcome.spec.traffic_classes if c.name == name)
-        late = ~(result.ttft <= objective.objective_seconds) | (result.fate == Fate.CUT)
-        missed = (result.class_of == ci) & late
-        out[name] = (int(np.sum(missed & (arrival < EARLY_SECONDS))), int(np.sum(missed)))
+def wall_by_policy(cases: Sequence[Case]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for case in cases:
+        for s in case.summaries:
+            out[s.policy] = out.get(s.policy, 0.0) + s.wall_seconds
     return out
 
 
 def section(
-    main: Outcome, size: Outcome, wall: float, argv: list[str], size_argv: list[str]
+    cases: Sequence[Case],
+    descriptions: Mapping[str, str],
+    wall: float,
+    synthetic_seconds: float | None,
 ) -> str:
-    from gpufleet.sim.report import markdown
-
-    meta = main.meta
-    shares = ", ".join(f"{k} {v:.0%}" for k, v in meta["classShares"].items())
-    per_policy = ", ".join(f"{s.policy} {s.wall_seconds:.1f} s" for s in main.summaries)
-    ceiling = ", ".join(f"{k} {v:.1%}" for k, v in meta["attainmentCeiling"].items())
-    size_ceiling = ", ".join(f"{k} {v:.1%}" for k, v in size.meta["attainmentCeiling"].items())
+    template = command("TRACE", "ASSIGN")
+    template[template.index("--trace") + 1] = "TRACE"
+    per_policy = ", ".join(f"{p} {w:.1f} s" for p, w in wall_by_policy(cases).items())
+    sizes = ", ".join(
+        f"{c.trace} {c.requests} requests over {c.duration_seconds:.0f} s"
+        for c in cases
+        if c.assign == ASSIGNS[0]
+    ) or ", ".join(f"{c.trace} {c.requests} requests" for c in cases)
     validation, inside, passed = validation_markdown()
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    policies = "\n".join(f"- `{s.policy}`: {s.description}" for s in main.summaries)
-    notes = "\n".join(f"- {n}" for n in meta["notes"])
+    policies = "\n".join(f"- `{name}`: {text}" for name, text in descriptions.items())
+    changes = [
+        sum(oracle.replicas_added.values())
+        for oracle in (c.policy("oracle") for c in cases)
+        if oracle is not None
+    ]
+    loose = (
+        f"The oracle re-sizes its fleet every interval (Ready at once, gone at once), so its "
+        f"fleet changes run from {min(changes)} to {max(changes)} per trace here, and (d) "
+        "allows 1.5 cold starts for each."
+        if changes
+        else ""
+    )
+    synthetic = f"`--duration {synthetic_seconds:g}`" if synthetic_seconds is not None else "1 hour"
     return f"""{BEGIN}
-## Simulator: the Azure conversation trace, gpufleet against the baselines
+## Simulator: the suite of traces, gpufleet against the baselines and the oracle
 
-`make bench-sim` ({date}, {os.cpu_count()} CPUs, Python {platform.python_version()}), which runs
+`make bench-sim` ({date}, {os.cpu_count()} CPUs, Python {platform.python_version()}) runs,
+for each TRACE and ASSIGN,
 
-    gpufleet {shlex.join(argv)}
+    gpufleet {shlex.join(template)}
 
-{meta["requests"]} requests over {meta["durationSeconds"]:.0f} s ({shares} by seeded
-draw), decisions every {meta["intervalSeconds"]} s, preemptible 4090 nodes up
-{meta["preemption"]["meanUpHours"]:g} h / away {meta["preemption"]["meanOutageMinutes"]:g} min
-on average, prices of the example (io.net: H100 PCIe $2.00, RTX 4090 $0.25 per GPU-hour).
-Every policy starts warm (its fleet for the first interval's demand is Ready at t=0).
-{notes}
+with TRACE the Azure conversation trace (`{_relative(TRACE)}`, `{AZURE}` below) and the
+command's own synthetic loads `synthetic:KIND` for KIND in {", ".join(SYNTHETIC)} (Poisson
+arrivals at a mean 5 req/s over {synthetic}, lognormal prompts of mean 1000 tokens and outputs of
+200: constant; one sinusoidal day; 4x bursts of 60 s, about 6 an hour; a 5x flash crowd at
+40% of the run decaying over 5 minutes), and ASSIGN `fraction` (30% realtime by seeded draw)
+or `size` (the shortest 30% of prompts are realtime). Class mean lengths are set from each
+trace (the command's default); decisions every 30 s; preemptible 4090 nodes up 2 h / away
+10 min on average; prices of the example (io.net: H100 PCIe $2.00, RTX 4090 $0.25 per
+GPU-hour). Every policy starts warm (its fleet for the first interval's demand is Ready at
+t=0). Sizes: {sizes}.
 
-**Wall time: {meta["wallSeconds"]:.1f} s for all six policies on the 1-hour trace**
-({per_policy}; benchmark total with the rows below {wall:.1f} s).
+**Wall time: {wall:.1f} s for the suite** (per policy over all traces: {per_policy}).
 
-{markdown(main.summaries, main.criteria)}
+Per trace and assignment: each class's ceiling (the share of its requests whose prompt,
+on an idle replica of the fastest tier, prefills within the objective: no policy can attain
+more), then per policy $/Mtok, SLO attainment per class, cold starts, fleet changes (the
+replicas its decisions added over the run, summed over tiers) and replica-hours per tier.
 
-Ceiling on SLO attainment from prompt lengths alone (share of requests whose zero-load TTFT
-on the fastest tier, by the profiles, is within the objective; no policy can do better):
-{ceiling}.
+{suite_markdown(cases)}
 
-{reading(main)}
+The targets (issue 15), checked for gpufleet on every trace:
+
+{RULES}
+
+{loose}
 
 {policies}
 
@@ -183,17 +519,7 @@ The oracle is the cost of a fleet that meets the SLO with perfect foresight (see
 planner's optimizer on that interval's actual demand and scaling a failing class's demand
 up by 1.25 at a time, the first fleet whose replay of the interval in the simulator meets
 every class's objective (misses no more than the requests whose prompts no fleet can serve
-in time, plus 1% of the others), Ready at once and gone at once. Where gpufleet attains
-less than the oracle, the cost line says so: a lower cost then buys a worse service.
-
-### The same trace with classes by size
-
-`gpufleet {shlex.join(size_argv)}`: the shortest 30% of prompts are realtime.
-Ceiling: {size_ceiling}.
-
-{markdown(size.summaries, size.criteria)}
-
-{reading(size)}
+in time, plus 1% of the others), Ready at once and gone at once.
 
 ### The simulator's engine against the raw io.net runs
 
@@ -213,27 +539,62 @@ def write(text: str) -> None:
     write_section("sim", text, BENCHMARKS)
 
 
-def main() -> int:
+def _names(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in TRACES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown trace(s) {', '.join(unknown) or '(none)'}; use {', '.join(TRACES)}"
+        )
+    return names
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only")
     parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args()
-    for needed in (TRACE, IONET, POOL):
-        if not needed.exists():
-            print(f"bench-sim: {needed} is missing (shared data lives next to the repo)")
+    parser.add_argument(
+        "--traces",
+        type=_names,
+        default=list(TRACES),
+        help=f"comma-separated subset of {','.join(TRACES)} (default: all)",
+    )
+    parser.add_argument(
+        "--synthetic-seconds",
+        type=float,
+        default=None,
+        help="replay only this many seconds of each synthetic trace (default: the whole hour)",
+    )
+    args = parser.parse_args(argv)
+    needed = [IONET, POOL] + ([TRACE] if AZURE in args.traces else [])
+    for path in needed:
+        if not path.exists():
+            print(f"bench-sim: {path} is missing (shared data lives next to the repo)")
             return 2
-    from gpufleet.commands.simulate import print_table
-
     started = time.perf_counter()
-    argv = command()
-    size_argv = command("--assign", "size")
-    main_run = simulate(argv, progress=not args.no_progress)
-    print_table(main_run)
-    size_run = simulate(size_argv, progress=not args.no_progress)
-    print_table(size_run)
-    text = section(main_run, size_run, time.perf_counter() - started, argv, size_argv)
+    cases: list[Case] = []
+    descriptions: dict[str, str] = {}
+    first_seen: dict[str, str] = {}
+    varies: set[str] = set()
+    for trace in args.traces:
+        for assign in ASSIGNS:
+            case_started = time.perf_counter()
+            outcome = simulate(
+                command(trace, assign, args.synthetic_seconds), progress=not args.no_progress
+            )
+            cases.append(case_of(trace, assign, outcome, time.perf_counter() - case_started))
+            for s in outcome.summaries:
+                if s.policy not in descriptions:
+                    descriptions[s.policy] = s.description
+                    first_seen[s.policy] = cases[-1].label
+                elif s.description != descriptions[s.policy] and s.policy not in varies:
+                    varies.add(s.policy)
+                    descriptions[s.policy] += f" (on {first_seen[s.policy]}; per trace)"
+    print_suite(cases)
+    wall = time.perf_counter() - started
+    print(f"Suite simulated in {wall:.1f} s")
     if not args.no_write:
-        write(text)
+        write(section(cases, descriptions, wall, args.synthetic_seconds))
         print(f"Wrote the simulator section of {_relative(BENCHMARKS)}")
     return 0
 

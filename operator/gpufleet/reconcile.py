@@ -111,6 +111,7 @@ def observe(
             else int(status.get("readyReplicas") or 0),
             starting_replicas=pods.starting if pods else 0,
             unschedulable_replicas=pods.unschedulable if pods else 0,
+            pod_starts=tuple(pods.starts) if pods else (),
             # Every Prometheus reading of the tier, field for field (TierObservation has them).
             **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
         )

@@ -24,7 +24,7 @@ from gpufleet.dev.loadstory import ClassLoad, PoissonLoad, Schedule, load_schedu
 from gpufleet.dev.twin import FleetTwin
 from gpufleet.dev.twinworld import PodInfo, World
 from gpufleet.planning.records import MetricsState
-from gpufleet.sim.metrics import TTFT_BUCKETS
+from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
 from tests.pools import load_example
 
 pytestmark = pytest.mark.timeout(120)
@@ -98,6 +98,12 @@ def test_requests_follow_the_route_and_pods_export_vllm_metrics(twin: FleetTwin)
     assert all(s.labels["model_name"] == "llama3-8b" for s in ttft.samples)
     for name in ("vllm:prompt_tokens", "vllm:generation_tokens", "vllm:request_success"):
         assert families[name].samples[0].value > 0, name
+    # One prompt length per finished request, at vLLM's request_prompt_tokens buckets.
+    prompts = families["vllm:request_prompt_tokens"]
+    bounds = [float(s.labels["le"]) for s in prompts.samples if s.name.endswith("_bucket")]
+    assert bounds == [*PROMPT_TOKEN_BUCKETS, float("inf")]
+    finished = next(s.value for s in prompts.samples if s.name.endswith("_count"))
+    assert finished == families["vllm:request_success"].samples[0].value
     for name in ("vllm:num_requests_running", "vllm:num_requests_waiting"):
         assert families[name].type == "gauge"
     assert 0.0 <= families["vllm:kv_cache_usage_perc"].samples[0].value <= 1.0
@@ -228,6 +234,11 @@ def test_the_operators_own_queries_read_the_twin_through_real_prometheus(tmp_pat
     assert 2.0 < rtx.prompt_tokens_per_second / h100.prompt_tokens_per_second < 4.5
     assert h100.ttft_p99_seconds is not None and h100.ttft_p99_seconds < 0.1
     assert rtx.kv_cache_usage is not None
+    # The share of prompts at most each of vLLM's bounds: batch (all on the 4090s) sends
+    # its class's mean prompt every time, so none up to the bound below it, all from there.
+    prompt = next(c.mean_prompt_tokens for c in pool.spec.traffic_classes if c.name == "batch")
+    expected = {b: 1.0 if prompt <= b else 0.0 for b in PROMPT_TOKEN_BUCKETS}
+    assert rtx.prompt_share_at_most == pytest.approx(expected), rtx.prompt_share_at_most
 
 
 def _read_until_rates(metrics: PrometheusMetrics, pool: InferencePool, timeout: float = 30) -> Any:

@@ -2,7 +2,8 @@
 
 The test starts Debian's prometheus (installed if missing; no skip: a missing binary fails)
 on a free loopback port, and serves exporters that play vLLM pods: counters growing at
-known rates and a TTFT histogram with a known P99, labelled as the scrape config's
+known rates, a TTFT histogram with a known P99 and a prompt-length histogram with known
+shares, labelled as the scrape config's
 relabeling would label real pods (gpufleet_dev_pool, gpufleet_dev_tier, namespace).
 """
 
@@ -37,6 +38,7 @@ pytestmark = [pytest.mark.prometheus, pytest.mark.timeout(120)]
 
 NAMESPACE = "llm"
 BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5)
+PROMPT_BUCKETS = (100.0, 500.0, 1000.0, 2000.0, 5000.0)  # a few of vLLM's 1-2-5 bounds
 
 
 @dataclass(eq=False)  # collectors are registered by identity
@@ -47,6 +49,7 @@ class FakeVLLM:
     generation_rate: float
     request_rate: float
     ttft_share_below: Mapping[float, float]  # bucket upper bound -> share of requests
+    prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)  # as above
     waiting: float = 0.0
     kv_cache: float = 0.5
     old_kv_name: bool = False
@@ -67,6 +70,14 @@ class FakeVLLM:
         buckets = [(str(le), requests * self.ttft_share_below.get(le, 1.0)) for le in BUCKETS]
         ttft.add_metric(["m"], [*buckets, ("+Inf", requests)], requests * 0.1, timestamp=stamp)
         yield ttft
+        prompts = HistogramMetricFamily(
+            "vllm:request_prompt_tokens", "prompts", labels=["model_name"]
+        )
+        counts = [
+            (str(le), requests * self.prompt_share_at_most.get(le, 1.0)) for le in PROMPT_BUCKETS
+        ]
+        prompts.add_metric(["m"], [*counts, ("+Inf", requests)], requests * 800, timestamp=stamp)
+        yield prompts
         for name, value in (
             ("vllm:num_requests_waiting", self.waiting),
             ("vllm:num_requests_running", 3.0),
@@ -113,11 +124,13 @@ def expected_p99(shares: Mapping[float, float]) -> float:
 
 H100_TTFT = {0.01: 0.2, 0.05: 0.995}  # P99 in (0.01, 0.05]
 RTX_TTFT = {0.01: 0.0, 0.05: 0.1, 0.1: 0.5, 0.25: 0.95}  # P99 in (0.25, 0.5]
+H100_PROMPTS = {100.0: 0.3, 500.0: 0.9}  # short prompts: all at most 1000 tokens
+RTX_PROMPTS = {100.0: 0.0, 500.0: 0.2, 1000.0: 0.6, 2000.0: 0.9, 5000.0: 0.98}  # 2% longer
 # realtime: 1000 tok/s all on h100; batch: 5000 tok/s, 20% on h100, 80% on rtx4090.
 TIERS = {
-    "h100": FakeVLLM(1000.0, 1000.0, 5.0, H100_TTFT, waiting=1.0, kv_cache=0.25),
+    "h100": FakeVLLM(1000.0, 1000.0, 5.0, H100_TTFT, H100_PROMPTS, waiting=1.0, kv_cache=0.25),
     "rtx4090": FakeVLLM(
-        2000.0, 2000.0, 10.0, RTX_TTFT, waiting=4.0, kv_cache=0.75, old_kv_name=True
+        2000.0, 2000.0, 10.0, RTX_TTFT, RTX_PROMPTS, waiting=4.0, kv_cache=0.75, old_kv_name=True
     ),
 }
 WEIGHTS = {"realtime": {"h100": 100, "rtx4090": 0}, "batch": {"h100": 20, "rtx4090": 80}}
@@ -247,6 +260,11 @@ def test_reads_every_tier_metric_by_the_relabelled_pod_labels(fleet: Fleet) -> N
     assert (h100.requests_waiting, rtx.requests_waiting) == (1.0, 4.0)
     assert h100.kv_cache_usage == pytest.approx(0.25)
     assert rtx.kv_cache_usage == pytest.approx(0.75)  # under vLLM's older metric name
+    # The share of the window's requests with a prompt at most each bound, per tier.
+    assert h100.prompt_share_at_most == pytest.approx(
+        {le: H100_PROMPTS.get(le, 1.0) for le in PROMPT_BUCKETS}, abs=0.01
+    )
+    assert rtx.prompt_share_at_most == pytest.approx(RTX_PROMPTS, abs=0.01)
 
 
 def test_class_demand_is_inferred_from_tier_rates_and_live_weights(fleet: Fleet) -> None:

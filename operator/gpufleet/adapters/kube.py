@@ -30,6 +30,7 @@ from gpufleet.api.constants import (
     PLURAL,
     VERSION,
 )
+from gpufleet.planning.records import PodStart
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,8 @@ class PodCounts:
     starting: int = 0  # scheduled, not Ready
     unschedulable: int = 0  # Pending, PodScheduled=False/Unschedulable
     ready: int = 0
+    # The Ready pods' creation and Ready times (the tier's lead time), oldest first.
+    starts: list[PodStart] = field(default_factory=list)
 
 
 @dataclass
@@ -122,11 +125,39 @@ def count_pods(pods: list[Obj], live_nodes: set[str] | None = None) -> dict[str,
             entry.unschedulable += 1
         elif conditions.get("Ready", {}).get("status") == "True":
             entry.ready += 1
+            start = pod_start(meta, conditions["Ready"])
+            if start is not None:
+                entry.starts.append(start)
         elif scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable":
             entry.unschedulable += 1
         elif status.get("phase") in ("Pending", "Running"):
             entry.starting += 1
+    for entry in counts.values():
+        entry.starts.sort(key=lambda s: (s.created, s.ready))
     return counts
+
+
+def pod_start(meta: Mapping[str, Any], ready: Mapping[str, Any]) -> PodStart | None:
+    """When a Ready pod was created and became Ready; None without both timestamps."""
+    created = _timestamp(meta.get("creationTimestamp"))
+    became_ready = _timestamp(ready.get("lastTransitionTime"))
+    if created is None or became_ready is None:
+        return None
+    return PodStart(created=created, ready=became_ready)
+
+
+def _timestamp(value: Any) -> datetime | None:
+    """An API timestamp (RFC 3339 text, or a datetime from the client) as an aware datetime."""
+    if isinstance(value, datetime):
+        stamp = value
+    elif isinstance(value, str) and value:
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            return None
+    else:
+        return None
+    return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
 
 
 class KubeAdapter:

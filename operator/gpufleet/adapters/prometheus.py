@@ -2,8 +2,9 @@
 
 `PrometheusMetrics(url).read(pool, now)` returns a `MetricsReading`: per tier P99 TTFT,
 the share of first tokens slower than each TTFT bucket bound (exact where the P99 is
-interpolated, for feedback), prompt and generated tokens/s, requests/s, queue and KV-cache
-use; per class what its `demandQuery` answered; and whether any of it can be trusted
+interpolated, for feedback), the share of finished requests whose prompt was at most each
+`vllm:request_prompt_tokens` bucket bound, prompt and generated tokens/s, requests/s, queue
+and KV-cache use; per class what its `demandQuery` answered; and whether any of it can be trusted
 (`MetricsState`):
 - Prometheus does not answer            -> UNREACHABLE
 - it answers with no series for the pool -> NO_DATA (the message says what the scrape
@@ -113,6 +114,7 @@ class PrometheusMetrics:
                 )
             }
             buckets = self._fraction_above(queries.ttft_buckets)
+            prompts = self._share_at_most(queries.prompt_buckets)
         except Unreachable as failed:
             return MetricsReading(
                 MetricsState.UNREACHABLE, f"Prometheus at {self.url} stopped answering: {failed}"
@@ -121,6 +123,7 @@ class PrometheusMetrics:
             t.name: TierMetrics(
                 **_fields_of(t.name, values, fresh),
                 ttft_fraction_above=buckets.get(t.name, {}) if t.name in fresh else {},
+                prompt_share_at_most=prompts.get(t.name, {}) if t.name in fresh else {},
             )
             for t in pool.spec.tiers
         }
@@ -169,6 +172,17 @@ class PrometheusMetrics:
 
         A tier with no +Inf bucket or no request in the window has no entry.
         """
+        return {
+            tier: {bound: 1.0 - share for bound, share in shares.items()}
+            for tier, shares in self._share_at_most(query).items()
+        }
+
+    def _share_at_most(self, query: str) -> dict[str, dict[float, float]]:
+        """tier -> {bucket bound: share of observations at most it} from cumulative bucket
+        rates (each finite bound over the +Inf bucket, clamped to [0, 1]).
+
+        A tier with no +Inf bucket or no observation in the window has no entry.
+        """
         cumulative: dict[str, dict[float, float]] = {}
         result = self._query(query)
         if not isinstance(result, list):
@@ -189,7 +203,7 @@ class PrometheusMetrics:
             if total is None or total <= 0:
                 continue
             out[tier] = {
-                bound: min(max(1.0 - count / total, 0.0), 1.0)
+                bound: min(max(count / total, 0.0), 1.0)
                 for bound, count in sorted(counts.items())
                 if math.isfinite(bound)
             }

@@ -1,7 +1,9 @@
 """Every PromQL query gpufleet sends, as pure builders (unit tested, no I/O).
 
 Metric names are the ones vLLM's OpenAI server exports: the
-`vllm:time_to_first_token_seconds` histogram, the `vllm:prompt_tokens_total`,
+`vllm:time_to_first_token_seconds` and `vllm:request_prompt_tokens` histograms (the latter's
+buckets a 1-2-5 series up to the model's max_model_len, observed when a request finishes;
+vLLM 0.33.0 `vllm/v1/metrics/loggers.py`), the `vllm:prompt_tokens_total`,
 `vllm:generation_tokens_total` and `vllm:request_success_total` counters, the
 `vllm:num_requests_waiting` / `vllm:num_requests_running` gauges and
 `vllm:kv_cache_usage_perc` (`vllm:gpu_cache_usage_perc` before vLLM 0.10).
@@ -35,6 +37,7 @@ TIER_LABEL = "gpufleet_dev_tier"
 NAMESPACE_LABEL = "namespace"
 
 TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
+PROMPT_BUCKET = "vllm:request_prompt_tokens_bucket"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 REQUESTS = "vllm:request_success_total"
@@ -84,6 +87,15 @@ def ttft_buckets(sel: str, window_seconds: int) -> str:
     )
 
 
+def prompt_buckets(sel: str, window_seconds: int) -> str:
+    """Per tier and bucket bound `le`, the rate of finished requests with a prompt at most
+    that long: over the +Inf bucket, the share of the window's prompts at most each bound."""
+    return (
+        f"sum by ({TIER_LABEL}, le) "
+        f"(rate({series(PROMPT_BUCKET, sel)}[{duration(window_seconds)}]))"
+    )
+
+
 def rate_by_tier(metric: str, sel: str, window_seconds: int) -> str:
     """Per-second rate of a counter, summed per tier."""
     return f"sum by ({TIER_LABEL}) (rate({series(metric, sel)}[{duration(window_seconds)}]))"
@@ -114,6 +126,7 @@ class PoolQueries:
     sample_age: str
     ttft_p99: str
     ttft_buckets: str
+    prompt_buckets: str
     prompt_tokens: str
     generation_tokens: str
     requests: str
@@ -127,6 +140,7 @@ def pool_queries(namespace: str, pool: str, window_seconds: int) -> PoolQueries:
         sample_age=sample_age(sel),
         ttft_p99=ttft_p99(sel, window_seconds),
         ttft_buckets=ttft_buckets(sel, window_seconds),
+        prompt_buckets=prompt_buckets(sel, window_seconds),
         prompt_tokens=rate_by_tier(PROMPT_TOKENS, sel, window_seconds),
         generation_tokens=rate_by_tier(GENERATION_TOKENS, sel, window_seconds),
         requests=rate_by_tier(REQUESTS, sel, window_seconds),

@@ -159,6 +159,7 @@ class Ledger:
                 pod.metrics.generation_tokens += self.output[request]
                 self._served[pod.key] = self._served.get(pod.key, 0) + self.output[request]
                 pod.metrics.success += 1
+                pod.metrics.request_prompt_tokens.observe(self.prompt[request])
 
     # -- what tests read ------------------------------------------------------------------
 

@@ -1,9 +1,10 @@
 """The fleet twin's metrics: vLLM's names and buckets per replica, a gateway's per route and class.
 
 Written in the Prometheus text format by hand (no client library registry per pod): a
-replica's series are exactly vLLM's, with its `model_name` label, and the histogram has
-vLLM's TTFT buckets (`gpufleet.sim.metrics.TTFT_BUCKETS`, the ones the simulator computes
-its quantiles over).
+replica's series are exactly vLLM's, with its `model_name` label, and the histograms have
+vLLM's buckets: TTFT (`gpufleet.sim.metrics.TTFT_BUCKETS`, the ones the simulator computes
+its quantiles over) and prompt tokens per finished request (`vllm:request_prompt_tokens`,
+`gpufleet.sim.metrics.PROMPT_TOKEN_BUCKETS`, the simulator's prompt shares).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from gpufleet.sim.metrics import TTFT_BUCKETS
+from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
 
 
 def _labels(labels: Mapping[str, str]) -> str:
@@ -66,6 +67,10 @@ class PodMetrics:
     prompt_tokens: int = 0
     generation_tokens: int = 0
     success: int = 0
+    # Prompt length of each finished request (vLLM observes it when the request finishes).
+    request_prompt_tokens: Histogram = field(
+        default_factory=lambda: Histogram(buckets=PROMPT_TOKEN_BUCKETS)
+    )
 
 
 def render_pod(
@@ -97,6 +102,9 @@ def render_pod(
         "# HELP vllm:time_to_first_token_seconds Histogram of time to first token in seconds.",
         "# TYPE vllm:time_to_first_token_seconds histogram",
         *metrics.ttft.lines("vllm:time_to_first_token_seconds", labels),
+        "# HELP vllm:request_prompt_tokens Number of prefill tokens processed.",
+        "# TYPE vllm:request_prompt_tokens histogram",
+        *metrics.request_prompt_tokens.lines("vllm:request_prompt_tokens", labels),
     ]
     return "\n".join(lines) + "\n"
 

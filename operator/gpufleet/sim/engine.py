@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.planning.records import MetricsState, Observation, TierObservation
+from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
 from gpufleet.sim.metrics import (
     Interval,
@@ -34,6 +34,7 @@ from gpufleet.sim.metrics import (
     exact_quantile,
     fraction_above,
     histogram_quantile,
+    share_at_most,
 )
 from gpufleet.sim.policy import Decision, Policy, Seen, class_loads, demand_of
 from gpufleet.sim.replica import engine_params
@@ -180,7 +181,9 @@ class _Run:
         for fleet in self.fleets:
             fleet.advance(now)
             fleet.instant_restarts = decision.instant
-            fleet.scale(decision.replicas.get(fleet.name, 0), now, instant=decision.instant or warm)
+            fleet.scale(
+                decision.replicas.get(fleet.name, 0), now, instant=decision.instant, warm=warm
+            )
         self.set_weights(decision)
 
     def run_interval(self, k: int) -> Interval:
@@ -230,6 +233,14 @@ class _Run:
                 requests_per_second=rate(metrics.completed) if rate and metrics else None,
                 requests_waiting=float(sum(r.engine.waiting for r in ready)) if running else None,
                 ttft_fraction_above=fraction_above(metrics.ttft_samples) if metrics else {},
+                prompt_share_at_most=share_at_most(metrics.completed_prompts) if metrics else {},
+                pod_starts=tuple(
+                    PodStart(
+                        created=self.trace.start + timedelta(seconds=r.created),
+                        ready=self.trace.start + timedelta(seconds=r.ready_at),
+                    )
+                    for r in ready
+                ),
             )
             total = fleet.busy_seconds()
             busy[fleet.name] = (total - self.busy_mark[fleet.index]) / self.interval

@@ -63,10 +63,13 @@ def slot_events(
 @dataclass
 class SimReplica:
     engine: Replica
-    started: float
+    started: float  # on a node, paid for from here
     ready_at: float
     slot: int
     serial: int
+    # When its pod was created, for the pod start times policies see: `started`, except for
+    # the warm start's replicas, created a model load before t=0 as if already running.
+    created: float = 0.0
 
 
 @dataclass
@@ -76,6 +79,9 @@ class TierTotals:
     replica_seconds: float = 0.0
     cold_starts: int = 0
     preempted: int = 0
+    # Replicas the decisions asked for beyond the tier's current ones (the warm start and
+    # restarts after a node loss not included): the fleet's changes, for the cold-start bar.
+    added: int = 0
 
 
 @dataclass
@@ -123,11 +129,16 @@ class TierFleet:
 
     # -- scaling ---------------------------------------------------------------------------
 
-    def scale(self, target: int, now: float, *, instant: bool = False) -> None:
-        """Ask for `target` replicas; `instant`: new ones are Ready at once (warm start, oracle)."""
+    def scale(self, target: int, now: float, *, instant: bool = False, warm: bool = False) -> None:
+        """Ask for `target` replicas; `instant`: new ones are Ready at once (oracle).
+
+        `warm`: the run's start, replicas Ready at once as if started a model load earlier.
+        """
         target = max(0, min(target, self.tier.max_replicas))
+        if not warm:
+            self.totals.added += max(target - self.desired, 0)
         while self.desired < target:
-            if not self._start(now, instant=instant):
+            if not self._start(now, instant=instant or warm, warm=warm):
                 self.pending += 1
         surplus = self.desired - target
         if surplus <= 0:
@@ -153,7 +164,7 @@ class TierFleet:
         ready.sort(key=lambda r: (r.engine.outstanding, -r.serial))
         return (starting + ready)[:count]
 
-    def _start(self, now: float, *, instant: bool) -> bool:
+    def _start(self, now: float, *, instant: bool, warm: bool = False) -> bool:
         slot = next(
             (s for s, up in enumerate(self._slot_up) if up and not self._slot_used[s]), None
         )
@@ -163,7 +174,8 @@ class TierFleet:
         self._serial += 1
         ready_at = now if instant else now + self.model.model_load_seconds
         engine = Replica(self.params, self.prompt, self.output, self.recorder, start=ready_at)
-        self.replicas.append(SimReplica(engine, now, ready_at, slot, self._serial))
+        created = now - self.model.model_load_seconds if warm else now
+        self.replicas.append(SimReplica(engine, now, ready_at, slot, self._serial, created))
         if not instant:
             self.totals.cold_starts += 1
         return True

@@ -7,7 +7,9 @@ the past and nothing else. Latency quantiles are computed the way the operator r
 `histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
 linear interpolation inside a bucket, not the exact sample quantile. The share of requests
 slower than each bucket bound (`fraction_above`) is what the operator's adapter reads from
-the same buckets: exact at the bounds, in either metrics mode.
+the same buckets: exact at the bounds, in either metrics mode. The share of requests
+whose prompt was at most each bound of vLLM's `vllm:request_prompt_tokens` buckets
+(`share_at_most`) is read the same way; vLLM observes a request's prompt when it finishes.
 """
 
 from __future__ import annotations
@@ -27,6 +29,29 @@ TTFT_BUCKETS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
 )  # fmt: skip
+
+
+# vllm:request_prompt_tokens buckets (vLLM 0.33.0, vllm/v1/metrics/buckets.py):
+# build_1_2_5_buckets(max_model_len), 1, 2, 5, 10, 20, 50, ... up to the model's context.
+# MAX_MODEL_LEN is the examples' `--max-model-len=8192` (Llama-3-8B's context); the fleet
+# twin exports the same buckets.
+MAX_MODEL_LEN = 8192
+
+
+def request_tokens_buckets(max_model_len: int) -> tuple[float, ...]:
+    """vLLM's 1-2-5 series of token-count bucket bounds capped at `max_model_len`."""
+    bounds: list[float] = []
+    exponent = 0
+    while True:
+        for mantissa in (1, 2, 5):
+            value = mantissa * 10**exponent
+            if value > max_model_len:
+                return tuple(bounds)
+            bounds.append(float(value))
+        exponent += 1
+
+
+PROMPT_TOKEN_BUCKETS: tuple[float, ...] = request_tokens_buckets(MAX_MODEL_LEN)
 
 
 def histogram_quantile(q: float, samples: Sequence[float]) -> float | None:
@@ -59,6 +84,18 @@ def fraction_above(samples: Sequence[float]) -> dict[float, float]:
     return {le: float(1.0 - k / n) for le, k in zip(TTFT_BUCKETS, within.tolist(), strict=True)}
 
 
+def share_at_most(
+    samples: Sequence[float], bounds: Sequence[float] = PROMPT_TOKEN_BUCKETS
+) -> dict[float, float]:
+    """Bucket bound -> share of `samples` at most it (bucket / +Inf bucket); {} if none."""
+    if not samples:
+        return {}
+    values = np.sort(np.asarray(samples, dtype=np.float64))
+    within = np.searchsorted(values, bounds, side="right")  # samples <= le
+    n = len(values)
+    return {float(le): float(k / n) for le, k in zip(bounds, within.tolist(), strict=True)}
+
+
 def exact_quantile(q: float, samples: Sequence[float]) -> float | None:
     """The sample quantile: what a perfect metric would report (for what-ifs)."""
     if not samples:
@@ -81,6 +118,7 @@ class TierInterval:
     prompt_tokens: int = 0  # prompts prefilled
     generation_tokens: int = 0  # tokens of requests completed
     completed: int = 0
+    completed_prompts: list[int] = field(default_factory=list)  # prompt lengths of those
 
 
 @dataclass
@@ -156,6 +194,7 @@ class Recorder:
             tier = tiers[int(self.tier_of[request])]
             tier.generation_tokens += self.output[request]
             tier.completed += 1
+            tier.completed_prompts.append(self.prompt[request])
         self._first_events = first_later
         self._done_events = done_later
         return Interval(start, end, tiers, classes)

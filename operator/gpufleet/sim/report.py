@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -53,6 +53,8 @@ class Summary:
     dropped: int
     cut: int
     wall_seconds: float
+    # Replicas the policy's decisions added over the run, per tier (its fleet changes).
+    replicas_added: dict[str, int] = field(default_factory=dict)
 
     def ratio_to(self, other: Summary) -> float:
         if other.cost_per_million_tokens <= 0:
@@ -105,6 +107,7 @@ def summarize(result: RunResult, spec: InferencePoolSpec) -> Summary:
         dropped=int(np.sum(result.fate == Fate.DROPPED)),
         cut=int(np.sum(result.fate == Fate.CUT)),
         wall_seconds=result.wall_seconds,
+        replicas_added={t: v.added for t, v in result.tiers.items()},
     )
 
 
@@ -197,6 +200,7 @@ def to_json(
                 "replicaHours": s.replica_hours,
                 "coldStarts": s.cold_starts,
                 "preempted": s.preempted,
+                "replicasAdded": s.replicas_added,
                 "dropped": s.dropped,
                 "cut": s.cut,
                 "wallSeconds": s.wall_seconds,

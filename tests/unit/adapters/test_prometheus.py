@@ -77,7 +77,14 @@ def test_promql(built: str, expected: str) -> None:
 
 def test_pool_queries_use_the_window_everywhere_a_rate_is_taken() -> None:
     queries = promql.pool_queries("llm", "llama3-8b", 45)
-    rates = [queries.ttft_p99, queries.prompt_tokens, queries.generation_tokens, queries.requests]
+    rates = [
+        queries.ttft_p99,
+        queries.ttft_buckets,
+        queries.prompt_buckets,
+        queries.prompt_tokens,
+        queries.generation_tokens,
+        queries.requests,
+    ]
     assert all("[45s]" in q for q in rates)
     assert "rate(" not in queries.waiting and "rate(" not in queries.kv_cache
 
@@ -296,3 +303,48 @@ def test_waiting_requests_are_a_backlog_priced_at_the_class_s_size() -> None:
     assert batch is not None
     assert batch.tokens_per_second == pytest.approx(3000)
     assert seen.backlog_tokens["batch"] == pytest.approx(60 * 400)
+
+
+def test_the_prompt_bucket_query_sums_rates_by_tier_and_le() -> None:
+    assert promql.prompt_buckets(SEL, 30) == (
+        'sum by (gpufleet_dev_tier, le) (rate({__name__=~"vllm[:_]'
+        'request_prompt_tokens_bucket",namespace="llm",gpufleet_dev_pool="llama3-8b"}[30s]))'
+    )
+
+
+def _prompt_answers(series: list[dict[str, Any]], ages: dict[str, float]) -> Callable[[str], Any]:
+    def answer(query: str) -> Any:
+        if query.startswith("time() -"):
+            return vector(**ages)
+        if "request_prompt_tokens_bucket" in query:
+            return series
+        return []
+
+    return answer
+
+
+def test_the_share_of_prompts_at_most_each_bucket_bound_is_read() -> None:
+    # 10 requests/s finished on the 4090s: 5 with prompts of at most 500 tokens, 9 at most
+    # 2000, 9.9 at most 5000; the last 0.1 only in +Inf (longer than the last bound).
+    series = buckets("rtx4090", **{"500": 5.0, "2000": 9.0, "5000": 9.9, "inf": 10.0})
+    series += buckets("h100", **{"100": 0.0, "inf": 0.0})  # nothing finished: no entry
+    reading = read(_prompt_answers(series, {"h100": 1, "rtx4090": 1}))
+    shares = reading.tiers["rtx4090"].prompt_share_at_most
+    assert shares == {500.0: pytest.approx(0.5), 2000.0: pytest.approx(0.9), 5000.0: 0.99}
+    assert reading.tiers["h100"].prompt_share_at_most == {}
+    # TTFT shares come from their own query, untouched.
+    assert reading.tiers["rtx4090"].ttft_fraction_above == {}
+
+
+def test_prompt_shares_are_clamped_and_skip_malformed_series() -> None:
+    series = buckets("rtx4090", **{"1000": 10.5, "inf": 10.0})  # rates of counters read apart
+    series.append({"metric": {"gpufleet_dev_tier": "rtx4090"}, "value": [1.0, "3"]})  # no le
+    series.append({"metric": {"gpufleet_dev_tier": "rtx4090", "le": "x"}, "value": [1.0, "3"]})
+    reading = read(_prompt_answers(series, {"h100": 1, "rtx4090": 1}))
+    assert reading.tiers["rtx4090"].prompt_share_at_most == {1000.0: 1.0}
+
+
+def test_a_stale_tier_has_no_prompt_shares() -> None:
+    series = buckets("rtx4090", **{"1000": 9.0, "inf": 10.0})
+    reading = read(_prompt_answers(series, {"h100": 1, "rtx4090": 900}))
+    assert reading.tiers["rtx4090"].prompt_share_at_most == {}

@@ -7,14 +7,14 @@ reading that can be trusted.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gpufleet.adapters.kube import Children
+from gpufleet.adapters.kube import Children, PodCounts
 from gpufleet.api.parse import parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
+from gpufleet.planning.records import MetricsReading, MetricsState, PodStart, TierMetrics
 from gpufleet.reconcile import observe
 from tests.pools import pool
 
@@ -60,3 +60,15 @@ def test_nothing_is_inferred_per_class_from_metrics_that_cannot_be_trusted(
     seen = observe(_pool(), Children(), MetricsReading(state, tiers=TIERS), NOW)
     assert seen.demand == {}
     assert seen.class_ttft_p99_seconds == {}
+
+
+def test_ready_pods_start_times_and_prompt_shares_reach_the_tiers() -> None:
+    start = PodStart(created=NOW - timedelta(seconds=100), ready=NOW - timedelta(seconds=24))
+    children = Children(pods={"rtx4090": PodCounts(ready=1, starts=[start])})
+    shares = {1000.0: 0.9, 2000.0: 0.99}
+    tiers = {**TIERS, "rtx4090": TierMetrics(prompt_share_at_most=shares)}
+    seen = observe(_pool(), children, MetricsReading(MetricsState.AVAILABLE, tiers=tiers), NOW)
+    assert seen.tiers["rtx4090"].pod_starts == (start,)
+    assert seen.tiers["rtx4090"].prompt_share_at_most == shares
+    assert seen.tiers["h100"].pod_starts == ()
+    assert seen.tiers["h100"].prompt_share_at_most == {}

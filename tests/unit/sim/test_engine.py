@@ -143,3 +143,40 @@ def test_gpufleet_runs_the_planner_and_carries_its_status() -> None:
     assert [tier.name for tier in policy.status.tiers] == ["h100", "rtx4090"]
     assert policy.status.last_decision is not None
     assert np.mean(result.fate == Fate.COMPLETED) > 0.95
+
+
+def test_a_policy_sees_its_ready_pods_start_times_and_the_prompt_shares() -> None:
+    pool = mixed_pool()
+    # Batch only: two in three prompts of 100 tokens, one of 3000, over five intervals.
+    prompts = [100, 100, 3000] * 50
+    t = trace(np.linspace(0.5, 149.0, 150), prompt=prompts, output=10, classes=[1] * 150)
+
+    class ScaleUp(Recording):
+        def decide(self, seen):  # type: ignore[no-untyped-def]
+            self.seen.append(seen)
+            return type(self.decision)(
+                replicas={"h100": 1, "rtx4090": 2}, weights=self.decision.weights
+            )
+
+    policy = ScaleUp(
+        {"h100": 1, "rtx4090": 1}, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    )
+    simulate(pool, t, policy, SimConfig(preemption=Preemption(mean_up_seconds=0)))
+    load = models_of(pool)["rtx4090"].model_load_seconds
+    at = {round((s.observation.now - t.start).total_seconds()): s.observation for s in policy.seen}
+    # The warm replica: Ready at t=0, created a model load before it.
+    (warm,) = at[30].tiers["rtx4090"].pod_starts
+    assert warm.ready - t.start == timedelta(0)
+    assert warm.seconds == pytest.approx(load)
+    # The one asked for at t=30 is listed once Ready (t=30+load), with its own lead time.
+    assert len(at[90].tiers["rtx4090"].pod_starts) == 1
+    starts = at[120].tiers["rtx4090"].pod_starts
+    assert len(starts) == 2
+    assert starts[1].created - t.start == timedelta(seconds=30)
+    assert starts[1].seconds == pytest.approx(load)
+    # A third of the completed requests had 3000-token prompts: at most 2000 is 2/3.
+    shares = at[30].tiers["rtx4090"].prompt_share_at_most
+    assert shares[100.0] == pytest.approx(2 / 3, abs=0.05)
+    assert shares[2000.0] == shares[100.0]
+    assert shares[5000.0] == 1.0
+    assert at[30].tiers["h100"].prompt_share_at_most == {}  # nothing completed there

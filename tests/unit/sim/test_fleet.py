@@ -126,3 +126,27 @@ def test_node_loss_is_seeded_and_follows_the_mean_uptime() -> None:
     # 16 nodes over 10 hours, up an hour then down 10 minutes: about 137 losses.
     assert 100 < len(downs) < 180
     assert slot_events(16, 36000.0, Preemption(mean_up_seconds=0), np.random.default_rng(1)) == []
+
+
+def test_replicas_added_count_decisions_not_the_warm_start_or_restarts() -> None:
+    fleet, _ = _fleet()
+    fleet.scale(2, 0.0, warm=True)
+    fleet.scale(4, 30.0)  # +2
+    fleet.scale(3, 60.0)
+    fleet.scale(5, 90.0, instant=True)  # +2, Ready at once (the oracle's way)
+    fleet.slot_down(fleet.replicas[0].slot, 100.0)  # restarted elsewhere: not a decision
+    fleet.scale(100, 120.0)  # capped at maxReplicas (16): +11, one Pending (a node is gone)
+    assert fleet.totals.added == 2 + 2 + 11
+    assert fleet.totals.cold_starts == 2 + 1 + 10
+    assert fleet.pending == 1
+
+
+def test_warm_replicas_were_created_a_model_load_before_the_start() -> None:
+    fleet, _ = _fleet()
+    load = fleet.model.model_load_seconds
+    fleet.scale(1, 0.0, warm=True)
+    fleet.scale(2, 30.0)
+    warm, cold = fleet.replicas
+    assert (warm.created, warm.started, warm.ready_at) == (-load, 0.0, 0.0)
+    assert (cold.created, cold.started, cold.ready_at) == (30.0, 30.0, 30.0 + load)
+    assert fleet.replica_seconds(30.0) == pytest.approx(30.0)  # paid from t=0, not before

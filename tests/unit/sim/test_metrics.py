@@ -79,3 +79,34 @@ def test_the_share_above_each_bucket_bound_is_exact_where_the_quantile_interpola
     assert shares[0.75] == 1.0
     assert fraction_above([0.1])[0.1] == 0.0  # le is "at most": a sample on a bound is within
     assert fraction_above([]) == {}
+
+
+def test_prompt_buckets_are_vllm_s_1_2_5_series_up_to_the_context() -> None:
+    from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, request_tokens_buckets
+
+    # vLLM 0.33.0: build_1_2_5_buckets(100) == [1, 2, 5, 10, 20, 50, 100].
+    assert request_tokens_buckets(100) == (1, 2, 5, 10, 20, 50, 100)
+    assert request_tokens_buckets(8192) == PROMPT_TOKEN_BUCKETS
+    assert PROMPT_TOKEN_BUCKETS[-3:] == (1000, 2000, 5000)
+
+
+def test_the_share_of_prompts_at_most_each_bound() -> None:
+    from gpufleet.sim.metrics import share_at_most
+
+    shares = share_at_most([100] * 50 + [1500] * 40 + [6000] * 10)
+    assert shares[100.0] == pytest.approx(0.5)  # at most: a prompt on a bound is within
+    assert shares[1000.0] == pytest.approx(0.5)
+    assert shares[2000.0] == pytest.approx(0.9)
+    assert shares[5000.0] == pytest.approx(0.9)  # beyond the last bound: only in +Inf
+    assert share_at_most([]) == {}
+
+
+def test_an_interval_lists_the_prompts_of_the_requests_it_completed() -> None:
+    recorder = Recorder(trace([0.0, 1.0, 2.0], prompt=[10, 20, 30]), 1)
+    for request in range(3):
+        recorder.routed(request, 0)
+        recorder.first_token(request, request + 0.5)
+    recorder.completed(0, 5.0)
+    recorder.completed(1, 15.0)
+    assert recorder.interval(0.0, 10.0).tiers[0].completed_prompts == [10]
+    assert recorder.interval(10.0, 20.0).tiers[0].completed_prompts == [20]
