@@ -153,16 +153,17 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         c.name: {t: w / 100.0 for t, w in inputs.previous_weights(c.name).items()}
         for c in inputs.classes
     }
-    routed = route_on_ready(targets, actual, ready, live, names)
+    coming = frozenset(n for n in names if ready[n] < target[n])
+    priority = {c.name: c.priority for c in inputs.classes}
+    routed = route_on_ready(targets, actual, ready, live, names, priority, coming)
     weights = {
         c.name: weights_for(inputs, capacities[c.name], routed.get(c.name, {}), target)
         for c in inputs.classes
     }
-    starting = {n for n in names if ready[n] < target[n]}
     waiting = [
         c
         for c in targets
-        if set(targets[c]) & starting
+        if set(targets[c]) & coming
         and integer_weights(targets[c], names) != {t: w for t, w in weights[c].items() if w > 0}
     ]
     return _finish(

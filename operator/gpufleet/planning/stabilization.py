@@ -105,20 +105,36 @@ def route_on_ready(
     capacity: Mapping[str, int],
     current: Mapping[str, Mapping[str, float]],
     tiers: Sequence[str],
+    priority: Mapping[str, int] | None = None,
+    starting: frozenset[str] = frozenset(),
 ) -> dict[str, dict[str, float]]:
     """Shares per class as close to `targets` as Ready capacity allows (a linear program).
 
     `capacity` is the Ready replicas each tier can give (never more than it keeps) and
     `current` the shares the live weights send. No tier is given more load than its Ready
     replicas carry or than it carries now, whichever is more: traffic that has nowhere to
-    go stays where it is rather than swamp a tier serving someone else. A class whose
-    eligible tiers have no Ready replica at all keeps its target: nothing serves it yet,
-    and its weights should point where replicas are coming.
+    go stays where it is rather than swamp a tier serving someone else, while the replicas
+    that will take it are `starting`. When none are (every tier the plan sends a class to
+    is Ready), staying is no bridge to anything: on a tier where a class of higher
+    `priority` is planned, the class then takes no more than the plan gives it there, and
+    a shortage is borne by the lower class on its own tiers, not by the higher one. A
+    class whose eligible tiers have no Ready replica at all keeps its target: nothing
+    serves it yet, and its weights should point where replicas are coming.
     """
     result = {c: dict(v) for c, v in targets.items()}
+    rank = priority or {}
+
+    def most(c: str, t: str) -> float | None:  # the most of t that c may take (None: any)
+        waiting = any(share > 0 and o in starting for o, share in targets[c].items())
+        higher = any(
+            rank.get(o, 0) > rank.get(c, 0) and shares.get(t, 0.0) > 0
+            for o, shares in targets.items()
+        )
+        return targets[c].get(t, 0.0) if higher and not waiting else None
 
     def usable(c: str, t: str) -> bool:  # Ready, eligible, and planned or live for c
-        planned = targets[c].get(t, 0.0) > 0 or current.get(c, {}).get(t, 0.0) > 0
+        live = current.get(c, {}).get(t, 0.0) > 0 and most(c, t) is None
+        planned = targets[c].get(t, 0.0) > 0 or live
         return planned and capacity.get(t, 0) > 0 and loads[c].max_utilization.get(t, 0) > 0
 
     routable = [c for c in targets if targets[c] and any(usable(c, t) for t in tiers)]
@@ -184,7 +200,7 @@ def route_on_ready(
         b_ub=np.array(bounds_hi),
         A_eq=a_eq,
         b_eq=b_eq,
-        bounds=[(0, None)] * size,
+        bounds=[(0, most(c, t)) for c, t in pairs] + [(0, None)] * (size - n_x),
         method="highs",
     )
     if solved.x is None:

@@ -228,6 +228,21 @@ def test_an_under_served_class_does_not_overflow_onto_a_higher_priority_tier() -
     assert realtime_p99 is not None and realtime_p99 <= 0.1
 
 
+def test_a_short_lower_class_leaves_what_it_held_on_a_higher_class_s_tier() -> None:
+    # Batch held half of the H100s when demand rose past the budget ($4.50: realtime needs
+    # both H100s). Make-before-break may keep traffic where it is, but not on a tier a
+    # higher-priority class is planned on beyond what the plan gives batch there.
+    s = spec(objectives={"maxHourlyCost": "4.50"})
+    running = {"h100": 2, "rtx4090": 2}
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 49, "rtx4090": 51}}
+    seen = observe(s, {"realtime": 6000, "batch": 20000}, ready=running)
+    p = plan(s, seen, previous(running, live))
+    assert p.reason is Reason.BUDGET_LIMITED
+    assert weights(p)["batch"].get("h100", 0) < 49
+    realtime_p99 = p.classes["realtime"].predicted_ttft_p99_seconds
+    assert realtime_p99 is not None and realtime_p99 <= 0.1
+
+
 def test_higher_priority_wins_whatever_the_class_order() -> None:
     s = spec(
         tiers=[h100(minReplicas=0, maxReplicas=2), rtx4090(maxReplicas=0)],
