@@ -189,7 +189,7 @@ def _forecast(
 ) -> DemandForecast | None:
     """The class's forecast as this pass updated it, else as the last pass left it."""
     if decided is not None and decided.forecast is not None:
-        return forecast.to_status(decided.forecast, observation.now)
+        return forecast.to_status(decided.forecast)
     return next((c.forecast for c in previous.classes if c.name == name), None)
 
 

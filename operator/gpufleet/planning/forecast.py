@@ -55,6 +55,7 @@ class ClassForecast:
     horizon_seconds: float
     expected: float  # over the horizon, at the mean
     planned: float  # over the horizon, at the planned quantile
+    updated_at: datetime  # when level, trend and deviation last moved
 
     @property
     def reserve(self) -> float:
@@ -78,12 +79,21 @@ def update(
 ) -> ClassForecast:
     """This pass's forecast from the last one and the demand observed now."""
     observed = max(observed, 0.0)
-    if previous is None or previous.updated_at >= now:
+    elapsed = (now - previous.updated_at).total_seconds() if previous is not None else 0.0
+    updated_at = now
+    if previous is None or elapsed < 0:
         level, trend, deviation = observed, 0.0, 0.0
-    else:
-        dt = max((now - previous.updated_at).total_seconds(), 1.0)
+    elif elapsed < interval_seconds / 2:
+        updated_at = previous.updated_at
+        # A pass woken by an event within the same interval: the history moves once per
+        # interval, or a few seconds' change would read as a steep trend.
+        level = float(previous.level_tokens_per_second)
         trend = previous.trend_tokens_per_second_per_minute / MINUTE
-        predicted = max(previous.level_tokens_per_second + trend * dt, 0.0)
+        deviation = float(previous.deviation_tokens_per_second)
+    else:
+        dt = max(elapsed, interval_seconds)
+        trend = previous.trend_tokens_per_second_per_minute / MINUTE
+        predicted = max(previous.level_tokens_per_second + trend * elapsed, 0.0)
         error = observed - predicted
         level = max(predicted + ALPHA * error, 0.0)
         trend = DAMPING * (trend + ALPHA * BETA * error / dt)
@@ -101,15 +111,16 @@ def update(
         horizon_seconds=horizon_seconds,
         expected=expected,
         planned=max(planned, expected),
+        updated_at=updated_at,
     )
 
 
-def to_status(forecast: ClassForecast, now: datetime) -> DemandForecast:
+def to_status(forecast: ClassForecast) -> DemandForecast:
     return DemandForecast(
         level_tokens_per_second=round(forecast.level),
         trend_tokens_per_second_per_minute=round(forecast.trend_per_second * MINUTE),
         deviation_tokens_per_second=round(forecast.deviation),
         expected_tokens_per_second=round(forecast.expected),
         planned_tokens_per_second=round(forecast.planned),
-        updated_at=now.replace(microsecond=0),
+        updated_at=forecast.updated_at.replace(microsecond=0),
     )

@@ -219,12 +219,15 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
 
 
 def _demand_tokens(inputs: Inputs, cls: str) -> float:
-    """The class's arrivals in tokens/s: what its tiers served, plus what its queues grew
-    by since the last pass (a saturated tier serves its capacity, not its demand)."""
+    """The class's arrivals in tokens/s. Measured by its demandQuery, that is what it says;
+    inferred from what its tiers served, it is that plus what its queues grew by since the
+    last pass (a saturated tier serves its capacity, not its demand)."""
     measured = inputs.observation.demand.get(cls)
     if measured is None:  # not measurable this pass: plan for what was planned last time
         return inputs.previous_demand(cls)
-    return max(measured.tokens_per_second, 0.0) + _queue_growth(inputs, cls)
+    queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
+    growth = 0.0 if queried else _queue_growth(inputs, cls)
+    return max(measured.tokens_per_second, 0.0) + growth
 
 
 def _queue_growth(inputs: Inputs, cls: str) -> float:
@@ -279,6 +282,7 @@ def _drain_rates(inputs: Inputs, fleet: Fleet) -> dict[str, float]:
     serve it plus its objective: the capacity a backlog asks for, once. The queue drained
     is the one new replicas will find: today's, grown for a lead time at its last pace."""
     rates = {}
+    interval = float(inputs.spec.scaling.interval_seconds)
     for cls in inputs.classes:
         tokens = inputs.observation.class_backlog_tokens.get(cls.name, 0.0)
         if tokens <= 0:
@@ -287,7 +291,9 @@ def _drain_rates(inputs: Inputs, fleet: Fleet) -> dict[str, float]:
         tiers = [t for t, w in inputs.previous_weights(cls.name).items() if w > 0]
         lead = min((fleet.leads[t].seconds for t in tiers if t in fleet.leads), default=0.0)
         found = tokens + _queue_growth(inputs, cls.name) * lead
-        seconds = lead + fleet.capacities[cls.name].objective_seconds
+        # No faster than one interval: nothing re-decides sooner, and a drain planned over
+        # a lead time of seconds would buy a fleet for one queue.
+        seconds = max(lead, interval) + fleet.capacities[cls.name].objective_seconds
         rates[cls.name] = found / cls.tokens_per_request / seconds
     return rates
 

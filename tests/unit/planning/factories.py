@@ -164,7 +164,7 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
                 demand_tokens_per_second=None
                 if c.demand_tokens_per_second is None
                 else round(c.demand_tokens_per_second),
-                forecast=None if c.forecast is None else to_status(c.forecast, observation.now),
+                forecast=None if c.forecast is None else to_status(c.forecast),
             )
             for c in plan.classes.values()
         ],

@@ -43,7 +43,7 @@ def _run(series: list[float], percentile: int = 90) -> list[forecast.ClassForeca
             horizon_seconds=106,
             percentile=percentile,
         )
-        carried = forecast.to_status(f, now)
+        carried = forecast.to_status(f)
         out.append(f)
     return out
 
@@ -187,3 +187,27 @@ def test_reserve_is_priced_in_the_plan() -> None:
         )
     )
     assert "burst reserve: $" in p.message
+
+
+def test_passes_within_an_interval_do_not_move_the_history() -> None:
+    """Events wake passes seconds apart: a step seen twice in one second is no trend."""
+    first = forecast.update(
+        None, 1500.0, now=at(0), interval_seconds=10, horizon_seconds=20, percentile=90
+    )
+    carried = forecast.to_status(first)
+    step = forecast.update(
+        carried, 9000.0, now=at(10), interval_seconds=10, horizon_seconds=20, percentile=90
+    )
+    again = forecast.update(
+        forecast.to_status(step),
+        9000.0,
+        now=at(11),
+        interval_seconds=10,
+        horizon_seconds=20,
+        percentile=90,
+    )
+    assert again.updated_at == step.updated_at == at(10)
+    assert (again.level, again.trend_per_second, again.deviation) == pytest.approx(
+        (step.level, step.trend_per_second, step.deviation), abs=1
+    )
+    assert again.expected < 2 * 9000  # no trend extrapolated from one second
