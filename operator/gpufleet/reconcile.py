@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from gpufleet.adapters.kube import Children, covers, owned_by, with_hash
+from gpufleet.adapters.kube import Children, api_message, covers, owned_by, with_hash
 from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
@@ -89,6 +89,9 @@ class PassResult:
     deleted: tuple[str, ...]
     events: tuple[EventRecord, ...]
     plan: Plan | None
+    # Set when the pass could not act on the spec (ChildApplyFailed, PlanFailed,
+    # RouteApplyFailed): the loop backs off, and observedGeneration stays where it was.
+    failure: Reason | None = None
 
 
 def observe(
@@ -166,7 +169,7 @@ class Reconciler:
         result = "error"
         try:
             outcome = self._reconcile(body, self.clock())
-            result = "ok"
+            result = "ok" if outcome.failure is None else "failed"
             return outcome
         finally:
             self.telemetry.reconcile_seconds.labels(result).observe(time.perf_counter() - started)
@@ -184,17 +187,38 @@ class Reconciler:
         children = self.kube.read_children(namespace, name, route=gateway)
         reading = self.metrics.read(pool, now)
         observation = observe(pool, children, reading, now)
-        plan = self.planner(pool.spec, observation, previous)
+        try:
+            plan = self.planner(pool.spec, observation, previous)
+        except Exception as error:  # a bug or an input the API let through: say so, wait
+            log.exception("Failed to plan %s/%s", namespace, name)
+            return self._fail(
+                body, Reason.PLAN_FAILED, f"Planning failed: {type(error).__name__}: {error}", now
+            )
 
-        applied, conflicts = self._apply_tiers(pool, children, plan)
+        applied, conflicts, failed = self._apply_tiers(pool, children, plan)
+        if failed:
+            # Nothing more this pass: the route would point at what was not applied.
+            message = "The apiserver refused: " + "; ".join(failed)
+            return self._fail(body, Reason.CHILD_APPLY_FAILED, message, now, applied)
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
 
-        status = build_status(pool, observation, plan, routing, previous, conflicts=conflicts)
+        status = build_status(
+            pool, observation, plan, routing, previous,
+            conflicts=conflicts, problems=children.problems,
+        )  # fmt: skip
+        failure = None
+        if routing.reason is Reason.ROUTE_APPLY_FAILED:
+            # The spec was not fully acted on: observedGeneration keeps its old value.
+            failure = Reason.ROUTE_APPLY_FAILED
+            status = status.model_copy(update={"observed_generation": previous.observed_generation})
         patch = status_patch(body.get("status"), status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch)
-        records = events(pool, previous, status, plan) if patch is not None else []
+        conflicted = {c.rsplit(" ", 1)[-1] for c in conflicts}
+        records = (
+            events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
+        )
         for record in records:
             self._emit(body, record)
         if records and any(r.reason == plan.reason for r in records):
@@ -206,6 +230,7 @@ class Reconciler:
             deleted=tuple(deleted),
             events=tuple(records),
             plan=plan,
+            failure=failure,
         )
 
     # Apply ---------------------------------------------------------------------------
@@ -221,20 +246,33 @@ class Reconciler:
 
     def _apply_tiers(
         self, pool: InferencePool, children: Children, plan: Plan
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Apply each tier's Deployment and Service. Returns what was applied, the children
+        held by objects the pool does not own, and the children that could not be applied
+        (each with the apiserver's message); one refused child does not stop the others."""
         applied: list[str] = []
         conflicts: list[str] = []
+        failed: list[str] = []
         for tier in pool.spec.tiers:
             name = manifests.child_name(pool, tier)
-            replicas = plan.tiers[tier.name].replicas
-            pairs = (
-                (
-                    manifests.deployment(pool, tier, replicas),
-                    children.deployments.get(name),
-                    self.kube.get_deployment,
-                ),
-                (manifests.service(pool, tier), children.services.get(name), self.kube.get_service),
-            )
+            try:
+                replicas = plan.tiers[tier.name].replicas
+                pairs = (
+                    (
+                        manifests.deployment(pool, tier, replicas),
+                        children.deployments.get(name),
+                        self.kube.get_deployment,
+                    ),
+                    (
+                        manifests.service(pool, tier),
+                        children.services.get(name),
+                        self.kube.get_service,
+                    ),
+                )
+            except Exception as error:  # a builder bug must not hide behind a retry loop
+                log.exception("Failed to build the children of tier %s", tier.name)
+                failed.append(f"tier {tier.name}: {type(error).__name__}: {error}")
+                continue
             for manifest, live, get in pairs:
                 kind = manifest["kind"]
                 if live is None:
@@ -247,9 +285,14 @@ class Reconciler:
                 elif not owned_by(live, pool.metadata.uid):
                     conflicts.append(f"{kind} {name}")
                     continue
-                if self._apply_if_changed(manifest, live):
-                    applied.append(f"{kind} {name}")
-        return applied, conflicts
+                try:
+                    if self._apply_if_changed(manifest, live):
+                        applied.append(f"{kind} {name}")
+                except ApiException as error:
+                    if error.status is None or error.status >= 500 or error.status == 429:
+                        raise  # the API is unwell, not our object: the loop retries
+                    failed.append(f"{kind} {name}: {api_message(error)}")
+        return applied, conflicts, failed
 
     def _apply_route(
         self,
@@ -285,13 +328,16 @@ class Reconciler:
             if self._apply_if_changed(route, children.route):
                 applied.append(f"HTTPRoute {pool.metadata.name}")
         except ApiException as error:
+            message = api_message(error)
             log.warning(
                 "Failed to apply HTTPRoute %s/%s: %s",
                 pool.metadata.namespace,
                 pool.metadata.name,
-                error.reason,
+                message,
             )
-            return RoutingState(False, Reason.ROUTE_APPLY_FAILED, f"Apply failed: {error.reason}")
+            return RoutingState(
+                False, Reason.ROUTE_APPLY_FAILED, f"The apiserver refused the HTTPRoute: {message}"
+            )
         shown = "; ".join(
             f"{c}: " + ",".join(f"{t}={w}" for t, w in ws.items() if w) for c, ws in weights.items()
         )
@@ -355,6 +401,42 @@ class Reconciler:
             self._emit(body, records[0])
         log.warning("Refused %s/%s: %s", meta.get("namespace"), invalid.name, message)
         return PassResult(patch is not None, (), (), tuple(records), None)
+
+    def _fail(
+        self,
+        body: Mapping[str, Any],
+        reason: Reason,
+        message: str,
+        now: datetime,
+        applied: list[str] | None = None,
+    ) -> PassResult:
+        """The spec could not be acted on: Ready=False with the cause, a Warning Event (once:
+        only when the status changed), observedGeneration left where it was, the rest of
+        status as the last good pass wrote it."""
+        raw = body.get("status")
+        previous = parse_status(raw)
+        meta = body.get("metadata", {})
+        generation = int(meta.get("generation") or 0)
+        conditions = set_condition(
+            previous.conditions,
+            ConditionType.READY,
+            ConditionStatus.FALSE,
+            reason,
+            message,
+            now=now,
+            observed_generation=generation,
+        )
+        status = previous.model_copy(update={"conditions": conditions})
+        patch = status_patch(raw, status)
+        records: list[EventRecord] = []
+        if patch is not None:
+            self.kube.patch_status(meta.get("namespace", "default"), meta.get("name", ""), patch)
+            records = [EventRecord("Warning", reason, message[:1024])]
+            self._emit(body, records[0])
+        log.warning("%s %s/%s: %s", reason, meta.get("namespace"), meta.get("name"), message)
+        return PassResult(
+            patch is not None, tuple(applied or ()), (), tuple(records), None, failure=reason
+        )
 
     def _emit(self, body: Mapping[str, Any], record: EventRecord) -> None:
         meta = body.get("metadata", {})
