@@ -19,6 +19,7 @@ import pytest
 
 from gpufleet.api.constants import CRD_NAME
 from gpufleet.dev.cluster import ControlPlane
+from gpufleet.dev.operator import OperatorProcess
 from tests.pools import ROOT
 from tests.unit.chart.helm import CHART, Helm, find_helm
 
@@ -153,19 +154,43 @@ def test_install_upgrade_and_uninstall_keeping_the_pools(
 
 
 def test_uninstall_without_keep_removes_the_crd_and_the_pools(
-    own_plane: ControlPlane, helm: Helm, pools_namespace: str
+    own_plane: ControlPlane, helm: Helm, pools_namespace: str, tmp_path: Path
 ) -> None:
     # Adopts a CRD an earlier release of the same name kept, or installs it afresh.
     install(helm, CHART, "crds.keep=false")
     crd = get(own_plane, "crd", CRD_NAME)
     assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
     own_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
-    apply_example(own_plane, pools_namespace)
-    assert exists(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
-
-    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
-    wait_until("the CRD is deleted", lambda: not exists(own_plane, "crd", CRD_NAME), 90)
+    # A real operator (out of cluster: no image runs here) gives the pool its children.
+    operator = OperatorProcess(own_plane.kubeconfig, tmp_path / "op.log", "--no-leader-election")
+    operator.start()
+    try:
+        apply_example(own_plane, pools_namespace)
+        assert exists(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
+        wait_until(
+            "the pool's Deployment",
+            lambda: exists(own_plane, "deployment", "llama3-8b-h100", "-n", pools_namespace),
+        )
+        helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+        wait_until("the CRD is deleted", lambda: not exists(own_plane, "crd", CRD_NAME), 90)
+        wait_until(
+            "the pool's children collected",
+            lambda: (
+                not [
+                    line
+                    for kind in ("deployments", "services", "httproutes.gateway.networking.k8s.io")
+                    for line in own_plane.kubectl(
+                        "get", kind, "-n", pools_namespace, "-o", "name", check=False
+                    ).stdout.split()
+                ]
+            ),
+            90,
+        )
+        assert operator.running, operator.log_tail()
+    finally:
+        operator.stop()
     assert not exists(own_plane, "deployment", RELEASE, "-n", NAMESPACE)
+    assert not exists(own_plane, "validatingadmissionpolicy", f"{RELEASE}-pools")
     result = own_plane.kubectl("get", "inferencepools.gpufleet.dev", "-A", check=False)
     assert result.returncode != 0
     assert "the server doesn't have a resource type" in result.stderr
