@@ -465,3 +465,33 @@ def test_restricted_namespace_admits_the_pods(
         assert not any(v.projected for v in pod_.spec.volumes or []), "a token was mounted"
     finally:
         core.delete_namespace(ns)
+
+
+# The local plane's kwok plays these faults for these images (tests/cluster/kwok-stages.yaml).
+@pytest.mark.parametrize(
+    ("image", "reason", "words"),
+    [
+        ("fault.gpufleet.test/image-pull:1", "ImagePullFailed", "ImagePullBackOff"),
+        ("fault.gpufleet.test/crash-loop:1", "CrashLooping", "CrashLoopBackOff"),
+    ],
+    ids=["image-pull", "crash-loop"],
+)
+def test_pod_faults_name_their_cause(
+    image: str,
+    reason: str,
+    words: str,
+    kube_api: Any,
+    namespace: str,
+    running_operator: OperatorProcess,
+) -> None:
+    body = small("faulty", namespace)
+    body["spec"]["model"]["image"] = image
+    create_pool(kube_api, namespace, body)
+
+    def degraded() -> dict[str, Any] | None:
+        cond = condition(get_pool(kube_api, namespace, "faulty"), "Degraded")
+        return cond if cond and cond["reason"] == reason else None
+
+    cond = wait_for(f"Degraded=True {reason}", degraded, 60)
+    assert cond["status"] == "True" and words in cond["message"], cond["message"]
+    assert "h100: pod faulty-h100-" in cond["message"]
