@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufleet.api.constants import CRD_NAME
 from gpufleet.dev.cluster import ControlPlane
@@ -102,6 +103,35 @@ def chart_with_extra_printer_column(tmp_path: Path) -> Path:
     return chart
 
 
+def wait_for_garbage_collector(plane: ControlPlane, namespace: str) -> None:
+    """Until the garbage collector watches InferencePools (it picks up a new CRD at its next
+    discovery, up to 30 s later), it misses a pool's deletion and keeps its dependents: a
+    race of a CRD installed seconds ago, which a probe pool and a ConfigMap it owns rule out."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"] = {"name": "gc-probe", "namespace": namespace}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        uid = get(plane, "inferencepools.gpufleet.dev", "gc-probe", "-n", namespace)["metadata"][
+            "uid"
+        ]
+        owned = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "gc-probe", "namespace": namespace, "ownerReferences": [
+                {"apiVersion": "gpufleet.dev/v1alpha1", "kind": "InferencePool",
+                 "name": "gc-probe", "uid": uid}]},
+        }  # fmt: skip
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(owned))
+        plane.kubectl("delete", "inferencepools.gpufleet.dev", "gc-probe", "-n", namespace)
+        collected = time.monotonic() + 5
+        while time.monotonic() < collected:
+            if not exists(plane, "configmap", "gc-probe", "-n", namespace):
+                return
+            time.sleep(0.5)
+        plane.kubectl("delete", "configmap", "gc-probe", "-n", namespace, check=False)
+    raise AssertionError("the garbage collector never collected a pool's dependent")
+
+
 def printer_columns(plane: ControlPlane) -> list[str]:
     version = get(plane, "crd", CRD_NAME)["spec"]["versions"][0]
     return [c["name"] for c in version["additionalPrinterColumns"]]
@@ -161,6 +191,7 @@ def test_uninstall_without_keep_removes_the_crd_and_the_pools(
     crd = get(own_plane, "crd", CRD_NAME)
     assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
     own_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
+    wait_for_garbage_collector(own_plane, pools_namespace)
     # A real operator (out of cluster: no image runs here) gives the pool its children.
     operator = OperatorProcess(own_plane.kubeconfig, tmp_path / "op.log", "--no-leader-election")
     operator.start()
