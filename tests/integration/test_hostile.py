@@ -12,7 +12,7 @@ import copy
 import json
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -220,33 +220,22 @@ def test_operator_removes_the_old_finalizer_on_resume(
 
 
 # ---- every failure visible ---------------------------------------------------------------
-@pytest.fixture
-def replicas_capped(kube_api: Any, namespace: str) -> Iterator[str]:
-    """An administrator's ValidatingAdmissionPolicy in the namespace: Deployments may ask
-    for one replica at most. The CRD cannot know it; the apiserver refuses the child."""
-    admission = client.AdmissionregistrationV1Api(kube_api)
-    name = f"cap-{namespace}"
+def deny_in_namespace(
+    api: Any, namespace: str, rule: dict[str, Any], expression: str, message: str
+) -> Callable[[], None]:
+    """An administrator's ValidatingAdmissionPolicy bound to one namespace: what the CRD
+    cannot know, the apiserver refuses when the operator applies a child. Returns its
+    removal."""
+    admission = client.AdmissionregistrationV1Api(api)
+    name = f"deny-{rule['resources'][0]}-{namespace}"
+    rule = {"apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], **rule}
     admission.create_validating_admission_policy(
         {
             "metadata": {"name": name},
             "spec": {
                 "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["apps"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["deployments"],
-                        }
-                    ]
-                },
-                "validations": [
-                    {
-                        "expression": "object.spec.replicas <= 1",
-                        "message": "spec.replicas: at most 1 replica in this namespace",
-                    }
-                ],
+                "matchConstraints": {"resourceRules": [rule]},
+                "validations": [{"expression": expression, "message": message}],
             },
         }
     )
@@ -262,8 +251,29 @@ def replicas_capped(kube_api: Any, namespace: str) -> Iterator[str]:
             },
         }
     )
-    # Policies take effect within a second or so: wait until one is enforced.
-    apps = client.AppsV1Api(kube_api)
+
+    def remove() -> None:
+        admission.delete_validating_admission_policy_binding(name)
+        admission.delete_validating_admission_policy(name)
+
+    return remove
+
+
+def refused(create: Callable[[], Any]) -> bool:
+    try:
+        create()
+    except ApiException as error:
+        return error.status in (403, 422)
+    return False
+
+
+@pytest.fixture
+def replicas_capped(kube_api: Any, namespace: str) -> Iterator[None]:
+    """Deployments in the namespace may ask for one replica at most."""
+    remove = deny_in_namespace(
+        kube_api, namespace, {"apiGroups": ["apps"], "resources": ["deployments"]},
+        "object.spec.replicas <= 1", "spec.replicas: at most 1 replica in this namespace",
+    )  # fmt: skip
     probe = {
         "metadata": {"name": "probe"},
         "spec": {
@@ -275,22 +285,73 @@ def replicas_capped(kube_api: Any, namespace: str) -> Iterator[str]:
             },
         },
     }
+    apps = client.AppsV1Api(kube_api)
 
-    def enforced() -> bool:
-        try:
-            apps.create_namespaced_deployment(namespace, probe, dry_run="All")
-        except ApiException as error:
-            return error.status in (403, 422)
-        return False
+    def create() -> Any:
+        return apps.create_namespaced_deployment(namespace, probe, dry_run="All")
 
-    wait_for("the replica cap to be enforced", enforced, 30)
-    yield name
-    admission.delete_validating_admission_policy_binding(name)
-    admission.delete_validating_admission_policy(name)
+    wait_for("the replica cap to be enforced", lambda: refused(create), 30)
+    yield
+    remove()
+
+
+@pytest.fixture
+def hostnames_confined(kube_api: Any, namespace: str) -> Iterator[None]:
+    """HTTPRoutes in the namespace may only claim hostnames under internal.example."""
+    remove = deny_in_namespace(
+        kube_api, namespace,
+        {"apiGroups": ["gateway.networking.k8s.io"], "resources": ["httproutes"]},
+        "!has(object.spec.hostnames) "
+        "|| object.spec.hostnames.all(h, h.endsWith('.internal.example'))",
+        "spec.hostnames: only hostnames under internal.example in this namespace",
+    )  # fmt: skip
+    route = {
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "probe"}, "spec": {"hostnames": ["x.example.com"]},
+    }  # fmt: skip
+    custom = client.CustomObjectsApi(kube_api)
+
+    def create() -> Any:
+        return custom.create_namespaced_custom_object(
+            *ROUTES[:2], namespace, ROUTES[2], route, dry_run="All"
+        )
+
+    wait_for("the hostname rule to be enforced", lambda: refused(create), 30)
+    yield
+    remove()
+
+
+def test_refused_route_quotes_the_apiserver_and_keeps_the_generation(
+    kube_api: Any, namespace: str, running_operator: OperatorProcess, hostnames_confined: None
+) -> None:
+    body = small("claims", namespace)
+    body["spec"]["routing"] = {"parentRefs": [{"name": "gw"}], "hostnames": ["login.example.com"]}
+    create_pool(kube_api, namespace, body)
+
+    def route_refused() -> dict[str, Any] | None:
+        found = get_pool(kube_api, namespace, "claims")
+        cond = condition(found, "RoutingApplied")
+        return found if cond and cond["reason"] == "RouteApplyFailed" else None
+
+    found = wait_for("RoutingApplied=False RouteApplyFailed", route_refused, INTERVAL + 10)
+    cond = condition(found, "RoutingApplied")
+    assert cond is not None and "spec.hostnames: only hostnames under" in cond["message"]
+    assert "Unprocessable Entity" not in cond["message"]
+    assert found["status"].get("observedGeneration", 0) == 0, "the route was not applied"
+    # The tiers serve meanwhile, and a valid edit brings the route.
+    patch_pool(
+        kube_api,
+        namespace,
+        "claims",
+        {"spec": {"routing": {"hostnames": ["llm.internal.example"]}}},
+    )
+    wait_for("claims Ready at generation 2", lambda: ready_at(kube_api, namespace, "claims", 2), 30)
+    routing = condition(get_pool(kube_api, namespace, "claims"), "RoutingApplied")
+    assert routing is not None and routing["status"] == "True"
 
 
 def test_refused_child_is_visible_backs_off_and_recovers(
-    kube_api: Any, namespace: str, running_operator: OperatorProcess, replicas_capped: str
+    kube_api: Any, namespace: str, running_operator: OperatorProcess, replicas_capped: None
 ) -> None:
     create_pool(kube_api, namespace, small("capped", namespace))
     wait_for("capped Ready", lambda: ready_at(kube_api, namespace, "capped", 1), 60)
