@@ -198,7 +198,7 @@ class Reconciler:
         applied, conflicts, failed = self._apply_tiers(pool, children, plan)
         if failed:
             # Nothing more this pass: the route would point at what was not applied.
-            message = "The apiserver refused: " + "; ".join(failed)
+            message = "Not applied: " + "; ".join(failed)
             return self._fail(body, Reason.CHILD_APPLY_FAILED, message, now, applied)
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
