@@ -38,6 +38,8 @@ class FakeKube:
         self.events: list[tuple[str, str, str]] = []
         self.writes: list[str] = []
         self.unschedulable: dict[str, int] = {}
+        # "Kind name" -> the error the apiserver answers an apply of it with.
+        self.refuse: dict[str, Exception] = {}
         self._uids = itertools.count(1)
 
     # Test helpers
@@ -99,6 +101,9 @@ class FakeKube:
     def apply(self, manifest: Obj) -> None:
         meta = manifest["metadata"]
         key = (manifest["kind"], meta["namespace"], meta["name"])
+        refusal = self.refuse.get(f"{manifest['kind']} {meta['name']}")
+        if refusal is not None:
+            raise refusal
         merged = merge(self.objects.get(key, {}), manifest)
         merged["metadata"].setdefault("uid", f"uid-{next(self._uids)}")
         self.objects[key] = merged

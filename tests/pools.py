@@ -68,6 +68,30 @@ def invalid_cases() -> list[InvalidCase]:
     ]
 
 
+# Near misses of the issue-19 rules: refusing these would refuse pools people run.
+ACCEPTED: dict[str, dict[str, Any]] = {
+    "extra-arg-model-impl": {
+        "spec.model.extraArgs": ["--model-impl=vllm", "--max-model-len", "8192"]
+    },
+    "extra-arg-port-lookalike": {"spec.model.extraArgs": ["--disable-log-requests", "--hosted=x"]},
+    "half-billion-model": {"spec.model.name": "Qwen/Qwen2.5-0.5B-Instruct"},
+    "wildcard-hostname": {"spec.routing.hostnames": ["*.example.com", "llm.example.com"]},
+    "env-name-with-dot-dash": {"spec.model.env[0].name": "my.var-1_X"},
+    "request-equal-limit": {
+        "spec.tiers[0].resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4000m"}}
+    },
+    "memory-units-compared": {
+        "spec.tiers[0].resources": {"requests": {"memory": "1G"}, "limits": {"memory": "1Gi"}}
+    },
+    "toleration-no-execute-seconds": {
+        "spec.tiers[0].tolerations": [
+            {"key": "k", "operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30}
+        ]
+    },
+    "toleration-of-everything": {"spec.tiers[0].tolerations": [{"operator": "Exists"}]},
+}
+
+
 def pool(
     name: str = "llama3-8b",
     *,

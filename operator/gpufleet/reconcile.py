@@ -11,28 +11,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from gpufleet.adapters.kube import Children, covers, owned_by, with_hash
+from gpufleet.adapters.kube import Children, api_message, covers, owned_by, with_hash
 from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired import manifests
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
-from gpufleet.planning.observed import ClassObservations, observe_classes
-from gpufleet.planning.records import (
-    MetricsReading,
-    MetricsState,
-    Observation,
-    Plan,
-    TierMetrics,
-    TierObservation,
-)
+from gpufleet.observe import observe
+from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -89,48 +82,9 @@ class PassResult:
     deleted: tuple[str, ...]
     events: tuple[EventRecord, ...]
     plan: Plan | None
-
-
-def observe(
-    pool: InferencePool, children: Children, reading: MetricsReading, now: datetime
-) -> Observation:
-    """The planner's view of the world from the pool's children and its metrics."""
-    tiers = {}
-    for tier in pool.spec.tiers:
-        deployment = children.deployments.get(manifests.child_name(pool, tier))
-        pods = children.pods.get(tier.name)
-        metrics = reading.tiers.get(tier.name, TierMetrics())
-        spec = (deployment or {}).get("spec", {})
-        status = (deployment or {}).get("status", {})
-        tiers[tier.name] = TierObservation(
-            name=tier.name,
-            desired_replicas=int(spec.get("replicas") or 0),
-            # Pods on vanished nodes still count as Ready in the Deployment for a minute.
-            ready_replicas=min(int(status.get("readyReplicas") or 0), pods.ready)
-            if pods
-            else int(status.get("readyReplicas") or 0),
-            starting_replicas=pods.starting if pods else 0,
-            unschedulable_replicas=pods.unschedulable if pods else 0,
-            pod_starts=tuple(pods.starts) if pods else (),
-            # Every Prometheus reading of the tier, field for field (TierObservation has them).
-            **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
-        )
-    # Demand and P99 per class, from the tiers' readings and the live weights; nothing to
-    # infer them from when the metrics cannot be trusted.
-    classes = (
-        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries)
-        if reading.state is MetricsState.AVAILABLE
-        else ClassObservations()
-    )
-    return Observation(
-        now=now,
-        tiers=tiers,
-        metrics=reading.state,
-        metrics_message=reading.message,
-        demand=classes.demand,
-        class_ttft_p99_seconds=classes.ttft_p99_seconds,
-        class_backlog_tokens=classes.backlog_tokens,
-    )
+    # Set when the pass could not act on the spec (ChildApplyFailed, PlanFailed,
+    # RouteApplyFailed): the loop backs off, and observedGeneration stays where it was.
+    failure: Reason | None = None
 
 
 def status_patch(
@@ -168,7 +122,7 @@ class Reconciler:
         result = "error"
         try:
             outcome = self._reconcile(body, self.clock())
-            result = "ok"
+            result = "ok" if outcome.failure is None else "failed"
             return outcome
         finally:
             self.telemetry.reconcile_seconds.labels(result).observe(time.perf_counter() - started)
@@ -186,17 +140,38 @@ class Reconciler:
         children = self.kube.read_children(namespace, name, route=gateway)
         reading = self.metrics.read(pool, now)
         observation = observe(pool, children, reading, now)
-        plan = self.planner(pool.spec, observation, previous)
+        try:
+            plan = self.planner(pool.spec, observation, previous)
+        except Exception as error:  # a bug or an input the API let through: say so, wait
+            log.exception("Failed to plan %s/%s", namespace, name)
+            return self._fail(
+                body, Reason.PLAN_FAILED, f"Planning failed: {type(error).__name__}: {error}", now
+            )
 
-        applied, conflicts = self._apply_tiers(pool, children, plan)
+        applied, conflicts, failed = self._apply_tiers(pool, children, plan)
+        if failed:
+            # Nothing more this pass: the route would point at what was not applied.
+            message = "Not applied: " + "; ".join(failed)
+            return self._fail(body, Reason.CHILD_APPLY_FAILED, message, now, applied)
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
 
-        status = build_status(pool, observation, plan, routing, previous, conflicts=conflicts)
+        status = build_status(
+            pool, observation, plan, routing, previous,
+            conflicts=conflicts, problems=children.problems,
+        )  # fmt: skip
+        failure = None
+        if routing.reason is Reason.ROUTE_APPLY_FAILED:
+            # The spec was not fully acted on: observedGeneration keeps its old value.
+            failure = Reason.ROUTE_APPLY_FAILED
+            status = status.model_copy(update={"observed_generation": previous.observed_generation})
         patch = status_patch(body.get("status"), status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch)
-        records = events(pool, previous, status, plan) if patch is not None else []
+        conflicted = {c.rsplit(" ", 1)[-1] for c in conflicts}
+        records = (
+            events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
+        )
         for record in records:
             self._emit(body, record)
         if records and any(r.reason == plan.reason for r in records):
@@ -208,6 +183,7 @@ class Reconciler:
             deleted=tuple(deleted),
             events=tuple(records),
             plan=plan,
+            failure=failure,
         )
 
     # Apply ---------------------------------------------------------------------------
@@ -223,20 +199,33 @@ class Reconciler:
 
     def _apply_tiers(
         self, pool: InferencePool, children: Children, plan: Plan
-    ) -> tuple[list[str], list[str]]:
+    ) -> tuple[list[str], list[str], list[str]]:
+        """Apply each tier's Deployment and Service. Returns what was applied, the children
+        held by objects the pool does not own, and the children that could not be applied
+        (each with the apiserver's message); one refused child does not stop the others."""
         applied: list[str] = []
         conflicts: list[str] = []
+        failed: list[str] = []
         for tier in pool.spec.tiers:
             name = manifests.child_name(pool, tier)
-            replicas = plan.tiers[tier.name].replicas
-            pairs = (
-                (
-                    manifests.deployment(pool, tier, replicas),
-                    children.deployments.get(name),
-                    self.kube.get_deployment,
-                ),
-                (manifests.service(pool, tier), children.services.get(name), self.kube.get_service),
-            )
+            try:
+                replicas = plan.tiers[tier.name].replicas
+                pairs = (
+                    (
+                        manifests.deployment(pool, tier, replicas),
+                        children.deployments.get(name),
+                        self.kube.get_deployment,
+                    ),
+                    (
+                        manifests.service(pool, tier),
+                        children.services.get(name),
+                        self.kube.get_service,
+                    ),
+                )
+            except Exception as error:  # a builder bug must not hide behind a retry loop
+                log.exception("Failed to build the children of tier %s", tier.name)
+                failed.append(f"tier {tier.name}: {type(error).__name__}: {error}")
+                continue
             for manifest, live, get in pairs:
                 kind = manifest["kind"]
                 if live is None:
@@ -249,9 +238,14 @@ class Reconciler:
                 elif not owned_by(live, pool.metadata.uid):
                     conflicts.append(f"{kind} {name}")
                     continue
-                if self._apply_if_changed(manifest, live):
-                    applied.append(f"{kind} {name}")
-        return applied, conflicts
+                try:
+                    if self._apply_if_changed(manifest, live):
+                        applied.append(f"{kind} {name}")
+                except ApiException as error:
+                    if error.status is None or error.status >= 500 or error.status == 429:
+                        raise  # the API is unwell, not our object: the loop retries
+                    failed.append(f"{kind} {name}: {api_message(error)}")
+        return applied, conflicts, failed
 
     def _apply_route(
         self,
@@ -287,13 +281,16 @@ class Reconciler:
             if self._apply_if_changed(route, children.route):
                 applied.append(f"HTTPRoute {pool.metadata.name}")
         except ApiException as error:
+            message = api_message(error)
             log.warning(
                 "Failed to apply HTTPRoute %s/%s: %s",
                 pool.metadata.namespace,
                 pool.metadata.name,
-                error.reason,
+                message,
             )
-            return RoutingState(False, Reason.ROUTE_APPLY_FAILED, f"Apply failed: {error.reason}")
+            return RoutingState(
+                False, Reason.ROUTE_APPLY_FAILED, f"The apiserver refused the HTTPRoute: {message}"
+            )
         shown = "; ".join(
             f"{c}: " + ",".join(f"{t}={w}" for t, w in ws.items() if w) for c, ws in weights.items()
         )
@@ -357,6 +354,42 @@ class Reconciler:
             self._emit(body, records[0])
         log.warning("Refused %s/%s: %s", meta.get("namespace"), invalid.name, message)
         return PassResult(patch is not None, (), (), tuple(records), None)
+
+    def _fail(
+        self,
+        body: Mapping[str, Any],
+        reason: Reason,
+        message: str,
+        now: datetime,
+        applied: list[str] | None = None,
+    ) -> PassResult:
+        """The spec could not be acted on: Ready=False with the cause, a Warning Event (once:
+        only when the status changed), observedGeneration left where it was, the rest of
+        status as the last good pass wrote it."""
+        raw = body.get("status")
+        previous = parse_status(raw)
+        meta = body.get("metadata", {})
+        generation = int(meta.get("generation") or 0)
+        conditions = set_condition(
+            previous.conditions,
+            ConditionType.READY,
+            ConditionStatus.FALSE,
+            reason,
+            message,
+            now=now,
+            observed_generation=generation,
+        )
+        status = previous.model_copy(update={"conditions": conditions})
+        patch = status_patch(raw, status)
+        records: list[EventRecord] = []
+        if patch is not None:
+            self.kube.patch_status(meta.get("namespace", "default"), meta.get("name", ""), patch)
+            records = [EventRecord("Warning", reason, message[:1024])]
+            self._emit(body, records[0])
+        log.warning("%s %s/%s: %s", reason, meta.get("namespace"), meta.get("name"), message)
+        return PassResult(
+            patch is not None, tuple(applied or ()), (), tuple(records), None, failure=reason
+        )
 
     def _emit(self, body: Mapping[str, Any], record: EventRecord) -> None:
         meta = body.get("metadata", {})

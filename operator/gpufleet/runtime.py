@@ -1,9 +1,21 @@
-"""The per-pool loop the Kopf daemon runs: a pass every intervalSeconds, sooner when woken.
+"""The per-pool loops: a pass every intervalSeconds, sooner when woken, later when failing.
 
-Each pool gets one loop, so passes of one pool never overlap; passes of different pools run
-concurrently in worker threads (the kubernetes client is blocking). Watch events on the
-pool or its Deployments wake the loop early, so a spec change or a hand edit is handled in
-about a second instead of at the next interval.
+Each pool gets one loop (an asyncio task this module owns, started by the pool's first
+watch event and cancelled by its deletion), so passes of one pool never overlap; passes of
+different pools run concurrently in worker threads (the kubernetes client is blocking).
+Watch events on the pool or its children (Deployments, Services, the HTTPRoute) wake the
+loop early, so a spec change or a hand edit is handled in about a second instead of at the
+next interval.
+
+The loops are ours rather than Kopf daemons because a Kopf daemon makes Kopf put a
+finalizer on every pool, and a finalizer guards nothing here: the children go with the pool
+through ownerReferences, and nothing else needs cleaning up. Without one, deleting a pool,
+its namespace or the CRD completes whether the operator runs or not.
+
+A pass that fails (a child the apiserver refuses, a plan that cannot be made, the API
+unreachable) is retried after a backoff that doubles up to MAX_BACKOFF_SECONDS; while it
+lasts only a change of the pool's spec wakes the loop, so a failing pool's own children
+cannot drive it into a hot loop.
 """
 
 from __future__ import annotations
@@ -22,6 +34,15 @@ DEFAULT_INTERVAL_SECONDS = 30.0
 # a woken loop waits this long so one pass handles the whole burst.
 DEBOUNCE_SECONDS = 0.5
 RETRY_SECONDS = 5.0
+MAX_BACKOFF_SECONDS = 300.0
+
+Key = tuple[str, str]
+
+
+def backoff_seconds(failures: int, first: float = RETRY_SECONDS) -> float:
+    """Seconds before the next try after `failures` failed passes in a row: 5, 10, 20, ..."""
+    doublings = max(0, min(failures - 1, 16))
+    return min(MAX_BACKOFF_SECONDS, first * float(2**doublings))
 
 
 @dataclass
@@ -31,24 +52,61 @@ class Loops:
     reconciler: Reconciler
     debounce_seconds: float = DEBOUNCE_SECONDS
     retry_seconds: float = RETRY_SECONDS
-    _wakeups: dict[tuple[str, str], asyncio.Event] = field(default_factory=dict)
-    _generations: dict[tuple[str, str], int] = field(default_factory=dict)
+    _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
+    _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
+    _generations: dict[Key, int] = field(default_factory=dict)
+    _failures: dict[Key, int] = field(default_factory=dict)
+
+    def ensure(self, namespace: str, name: str) -> None:
+        """Start the pool's loop unless it runs (called from the running event loop)."""
+        key = (namespace, name)
+        task = self._tasks.get(key)
+        if task is None or task.done():
+            self._tasks[key] = asyncio.get_running_loop().create_task(
+                self.run(namespace, name), name=f"gpufleet-{namespace}/{name}"
+            )
+
+    def stop(self, namespace: str, name: str) -> None:
+        """Cancel the pool's loop (the pool is deleted or being deleted)."""
+        task = self._tasks.pop((namespace, name), None)
+        if task is not None:
+            task.cancel()
+
+    async def stop_all(self) -> None:
+        """Cancel every loop and wait for them (the operator stops)."""
+        tasks = list(self._tasks.values())
+        self._tasks.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def running(self) -> set[Key]:
+        return {key for key, task in self._tasks.items() if not task.done()}
 
     def wake(self, namespace: str, name: str) -> None:
-        """Ask the pool's loop for a pass now (no-op for a pool without a loop)."""
+        """A child changed: ask for a pass now, unless the pool is backing off a failure."""
+        if self._failures.get((namespace, name), 0) == 0:
+            self._wake(namespace, name)
+
+    def _wake(self, namespace: str, name: str) -> None:
         event = self._wakeups.get((namespace, name))
         if event is not None:
             event.set()
 
     def spec_changed(self, namespace: str, name: str, generation: int) -> None:
-        """Wake the loop when the pool's generation moved (not for our own status writes)."""
+        """Wake the loop when the pool's generation moved (not for our own status writes);
+        a new spec is worth a try at once, even during a backoff."""
         key = (namespace, name)
         if self._generations.get(key, generation) != generation:
-            self.wake(namespace, name)
+            self._wake(namespace, name)
         self._generations[key] = generation
 
+    def failures(self, namespace: str, name: str) -> int:
+        """Failed passes of the pool in a row (0 when the last pass succeeded)."""
+        return self._failures.get((namespace, name), 0)
+
     async def run(self, namespace: str, name: str) -> None:
-        """Reconcile the pool until cancelled (Kopf cancels it when the pool is deleted)."""
+        """Reconcile the pool until cancelled or the pool is gone."""
         key = (namespace, name)
         wakeup = self._wakeups[key] = asyncio.Event()
         try:
@@ -64,21 +122,38 @@ class Loops:
             if self._wakeups.get(key) is wakeup:
                 del self._wakeups[key]
                 self._generations.pop(key, None)
+                self._failures.pop(key, None)
+            if self._tasks.get(key) is asyncio.current_task():
+                del self._tasks[key]
             self.reconciler.telemetry.forget_pool(namespace, name)
 
     async def _pass(self, namespace: str, name: str) -> float | None:
         """One pass; the seconds until the next one, or None when the pool is gone."""
+        key = (namespace, name)
         try:
             body = await asyncio.to_thread(self.reconciler.kube.get_pool, namespace, name)
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
-            await asyncio.to_thread(self.reconciler.reconcile, body)
+            result = await asyncio.to_thread(self.reconciler.reconcile, body)
         except Exception:
-            # Never crash the loop on a strange object or an API hiccup: log, retry soon.
-            log.exception(
-                "Failed to reconcile %s/%s; retrying in %ss", namespace, name, self.retry_seconds
+            # Never crash the loop on a strange object or an API hiccup: log, back off.
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            delay = backoff_seconds(failures, self.retry_seconds)
+            log.exception("Failed to reconcile %s/%s; retrying in %.0fs", namespace, name, delay)
+            return delay
+        if result.failure is not None:
+            failures = self._failures[key] = self._failures.get(key, 0) + 1
+            delay = backoff_seconds(failures, self.retry_seconds)
+            log.warning(
+                "Failed to reconcile %s/%s (%s, %d in a row); retrying in %.0fs",
+                namespace,
+                name,
+                result.failure,
+                failures,
+                delay,
             )
-            return self.retry_seconds
+            return delay
+        self._failures.pop(key, None)
         return interval_of(body)
 
 

@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from gpufleet.api.constants import CRD_NAME
 from gpufleet.dev.cluster import ControlPlane
+from gpufleet.dev.operator import OperatorProcess
 from tests.pools import ROOT
 from tests.unit.chart.helm import CHART, Helm, find_helm
 
@@ -101,6 +103,35 @@ def chart_with_extra_printer_column(tmp_path: Path) -> Path:
     return chart
 
 
+def wait_for_garbage_collector(plane: ControlPlane, namespace: str) -> None:
+    """Until the garbage collector watches InferencePools (it picks up a new CRD at its next
+    discovery, up to 30 s later), it misses a pool's deletion and keeps its dependents: a
+    race of a CRD installed seconds ago, which a probe pool and a ConfigMap it owns rule out."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"] = {"name": "gc-probe", "namespace": namespace}
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(body))
+        uid = get(plane, "inferencepools.gpufleet.dev", "gc-probe", "-n", namespace)["metadata"][
+            "uid"
+        ]
+        owned = {
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "gc-probe", "namespace": namespace, "ownerReferences": [
+                {"apiVersion": "gpufleet.dev/v1alpha1", "kind": "InferencePool",
+                 "name": "gc-probe", "uid": uid}]},
+        }  # fmt: skip
+        plane.kubectl("apply", "-f", "-", input=yaml.safe_dump(owned))
+        plane.kubectl("delete", "inferencepools.gpufleet.dev", "gc-probe", "-n", namespace)
+        collected = time.monotonic() + 5
+        while time.monotonic() < collected:
+            if not exists(plane, "configmap", "gc-probe", "-n", namespace):
+                return
+            time.sleep(0.5)
+        plane.kubectl("delete", "configmap", "gc-probe", "-n", namespace, check=False)
+    raise AssertionError("the garbage collector never collected a pool's dependent")
+
+
 def printer_columns(plane: ControlPlane) -> list[str]:
     version = get(plane, "crd", CRD_NAME)["spec"]["versions"][0]
     return [c["name"] for c in version["additionalPrinterColumns"]]
@@ -153,19 +184,44 @@ def test_install_upgrade_and_uninstall_keeping_the_pools(
 
 
 def test_uninstall_without_keep_removes_the_crd_and_the_pools(
-    own_plane: ControlPlane, helm: Helm, pools_namespace: str
+    own_plane: ControlPlane, helm: Helm, pools_namespace: str, tmp_path: Path
 ) -> None:
     # Adopts a CRD an earlier release of the same name kept, or installs it afresh.
     install(helm, CHART, "crds.keep=false")
     crd = get(own_plane, "crd", CRD_NAME)
     assert "helm.sh/resource-policy" not in crd["metadata"].get("annotations", {})
     own_plane.kubectl("wait", "--for=condition=Established", "--timeout=60s", f"crd/{CRD_NAME}")
-    apply_example(own_plane, pools_namespace)
-    assert exists(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
-
-    helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
-    wait_until("the CRD is deleted", lambda: not exists(own_plane, "crd", CRD_NAME), 90)
+    wait_for_garbage_collector(own_plane, pools_namespace)
+    # A real operator (out of cluster: no image runs here) gives the pool its children.
+    operator = OperatorProcess(own_plane.kubeconfig, tmp_path / "op.log", "--no-leader-election")
+    operator.start()
+    try:
+        apply_example(own_plane, pools_namespace)
+        assert exists(own_plane, "inferencepools.gpufleet.dev", "llama3-8b", "-n", pools_namespace)
+        wait_until(
+            "the pool's Deployment",
+            lambda: exists(own_plane, "deployment", "llama3-8b-h100", "-n", pools_namespace),
+        )
+        helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+        wait_until("the CRD is deleted", lambda: not exists(own_plane, "crd", CRD_NAME), 90)
+        wait_until(
+            "the pool's children collected",
+            lambda: (
+                not [
+                    line
+                    for kind in ("deployments", "services", "httproutes.gateway.networking.k8s.io")
+                    for line in own_plane.kubectl(
+                        "get", kind, "-n", pools_namespace, "-o", "name", check=False
+                    ).stdout.split()
+                ]
+            ),
+            90,
+        )
+        assert operator.running, operator.log_tail()
+    finally:
+        operator.stop()
     assert not exists(own_plane, "deployment", RELEASE, "-n", NAMESPACE)
+    assert not exists(own_plane, "validatingadmissionpolicy", f"{RELEASE}-pools")
     result = own_plane.kubectl("get", "inferencepools.gpufleet.dev", "-A", check=False)
     assert result.returncode != 0
     assert "the server doesn't have a resource type" in result.stderr

@@ -37,7 +37,7 @@ def delete_pools(api: Any, namespace: str, names: list[str]) -> None:
     for name in names:
         custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     wait_for(
-        "pools to be deleted (finalizers removed)",
+        "pools to be deleted",
         lambda: (
             not custom.list_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)["items"]
         ),

@@ -243,7 +243,7 @@ def now() -> datetime:
 
 
 def classes_of(pool_: InferencePool, reading: MetricsReading) -> ClassObservations:
-    """What the operator makes of the reading per class (as gpufleet.reconcile.observe)."""
+    """What the operator makes of the reading per class (as gpufleet.observe.observe)."""
     return observe_classes(pool_.spec, pool_.status, reading.tiers, reading.demand_queries)
 
 

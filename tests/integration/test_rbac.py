@@ -291,7 +291,7 @@ def apply_and_wait_ready(
 
 
 def delete_pools(plane: ControlPlane, namespace: str) -> None:
-    """While the operator runs, so it removes its finalizers and the namespace can go."""
+    """Delete the pools (no finalizer holds them) and wait until they are gone."""
     plane.kubectl(
         "delete", f"inferencepools.{POOL}", "--all", "-n", namespace, "--timeout=60s",
         check=False, timeout_s=90,

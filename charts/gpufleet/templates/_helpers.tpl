@@ -85,13 +85,15 @@ reads Secrets or ConfigMaps and never deletes a pool or a Pod. Granted cluster-w
 ClusterRole, or per watched namespace by a Role.
 */}}
 {{- define "gpufleet.namespacedRules" -}}
-# Kopf adds its finalizer and progress annotations (under gpufleet.dev) to the pools.
+# Pools are watched; patch only removes the finalizer gpufleet 0.1 added (the operator
+# keeps no finalizer or state on a pool now).
 - apiGroups: ["gpufleet.dev"]
   resources: ["inferencepools"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
+# One status write (a merge patch) per pass.
 - apiGroups: ["gpufleet.dev"]
   resources: ["inferencepools/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["get", "patch"]
 # Children carry an ownerReference with blockOwnerDeletion: clusters running the
 # OwnerReferencesPermissionEnforcement admission plugin ask for update on this subresource.
 - apiGroups: ["gpufleet.dev"]

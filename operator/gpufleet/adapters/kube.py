@@ -30,6 +30,7 @@ from gpufleet.api.constants import (
     PLURAL,
     VERSION,
 )
+from gpufleet.desired.health import PodProblem, refused_problem, waiting_problem
 from gpufleet.planning.records import PodStart
 from gpufleet.telemetry import Telemetry
 
@@ -64,6 +65,8 @@ class Children:
     services: dict[str, Obj] = field(default_factory=dict)
     route: Obj | None = None
     pods: dict[str, PodCounts] = field(default_factory=dict)  # by tier
+    # Why a tier's pods do not run (refused at creation, image, crash), by tier.
+    problems: dict[str, list[PodProblem]] = field(default_factory=dict)
 
 
 class Conflict(Exception):
@@ -94,6 +97,47 @@ def covers(live: Any, desired: Any) -> bool:
             and all(covers(a, b) for a, b in zip(live, desired, strict=True))
         )
     return bool(live == desired or str(live) == str(desired))
+
+
+def api_message(error: ApiException) -> str:
+    """What the apiserver said, as a person reads it: the Status message (which names the
+    field, e.g. `spec.template.spec.containers[0].env[0].name: Invalid value: ...`), else
+    the HTTP status and reason."""
+    try:
+        body = json.loads(error.body or "")
+    except (TypeError, ValueError):
+        body = None
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return f"{error.status} {error.reason}".strip()
+
+
+def tier_problems(deployments: Mapping[str, Obj], pods: list[Obj]) -> dict[str, list[PodProblem]]:
+    """Per tier, why its pods do not run: the Deployment's ReplicaFailure (the ReplicaSet
+    could not create pods: admission, quota) and containers waiting on an image, a crash
+    or their configuration. One problem per tier and reason: the first pod tells it."""
+    found: dict[str, dict[str, PodProblem]] = {}
+    for name, deployment in deployments.items():
+        tier = ((deployment.get("metadata") or {}).get("labels") or {}).get(LABEL_TIER)
+        for condition in (deployment.get("status") or {}).get("conditions") or []:
+            if condition.get("type") == "ReplicaFailure" and condition.get("status") == "True":
+                problem = refused_problem(name, str(condition.get("message") or ""))
+                found.setdefault(tier or name, {}).setdefault(problem.reason, problem)
+    for pod in pods:
+        meta = pod.get("metadata") or {}
+        tier = (meta.get("labels") or {}).get(LABEL_TIER)
+        if tier is None or meta.get("deletionTimestamp"):
+            continue
+        status = pod.get("status") or {}
+        for container in [
+            *(status.get("initContainerStatuses") or []),
+            *(status.get("containerStatuses") or []),
+        ]:
+            waiting = (container.get("state") or {}).get("waiting")
+            stuck = waiting_problem(str(meta.get("name")), waiting) if waiting else None
+            if stuck is not None:
+                found.setdefault(tier, {}).setdefault(stuck.reason, stuck)
+    return {tier: list(by_reason.values()) for tier, by_reason in found.items()}
 
 
 def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
@@ -232,10 +276,13 @@ class KubeAdapter:
         deployments = self.apps.list_namespaced_deployment(namespace, label_selector=selector)
         services = self.core.list_namespaced_service(namespace, label_selector=selector)
         pods = self.core.list_namespaced_pod(namespace, label_selector=selector)
+        pod_list = [self._dict(p) for p in pods.items]
+        by_name = {d["metadata"]["name"]: d for d in map(self._dict, deployments.items)}
         children = Children(
-            deployments={d["metadata"]["name"]: d for d in map(self._dict, deployments.items)},
+            deployments=by_name,
             services={s["metadata"]["name"]: s for s in map(self._dict, services.items)},
-            pods=count_pods([self._dict(p) for p in pods.items], self.live_nodes()),
+            pods=count_pods(pod_list, self.live_nodes()),
+            problems=tier_problems(by_name, pod_list),
         )
         if route:
             children.route = self.get_route(namespace, pool)

@@ -8,7 +8,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from gpufleet.api.status import InferencePoolStatus
-from gpufleet.api.types import DECIMAL_PATTERN, DNS_LABEL, LABEL_KEY, LABEL_VALUE, InferencePool
+from gpufleet.api.types import (
+    DECIMAL_PATTERN,
+    DNS_LABEL,
+    ENV_NAME,
+    HOSTNAME,
+    LABEL_KEY,
+    LABEL_VALUE,
+    InferencePool,
+)
 
 # What a regular expression means, for messages a person reads.
 _PATTERNS = {
@@ -16,6 +24,9 @@ _PATTERNS = {
     DNS_LABEL: "must be lower case letters, digits and '-', starting with a letter",
     LABEL_KEY: "must be a label key: an optional DNS prefix and '/', then a name",
     LABEL_VALUE: "must be a label value: letters, digits, '-', '_' and '.'",
+    ENV_NAME: "must be an environment variable name: letters, digits, '_', '-' and '.', "
+    "not starting with a digit",
+    HOSTNAME: "must be a lower-case DNS name, optionally starting with '*.'",
 }
 
 

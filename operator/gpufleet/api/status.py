@@ -48,6 +48,8 @@ class Reason(StrEnum):
     REPLICAS_STARTING = "ReplicasStarting"
     NO_READY_REPLICAS = "NoReadyReplicas"
     INVALID_SPEC = "InvalidSpec"
+    CHILD_APPLY_FAILED = "ChildApplyFailed"
+    PLAN_FAILED = "PlanFailed"
     # ObjectivesMet
     OBJECTIVES_MET = "ObjectivesMet"
     AWAITING_METRICS = "AwaitingMetrics"
@@ -66,6 +68,11 @@ class Reason(StrEnum):
     UNSCHEDULABLE = "Unschedulable"
     CAPACITY_LOST = "CapacityLost"
     CHILD_CONFLICT = "ChildConflict"
+    PODS_REFUSED = "PodsRefused"
+    IMAGE_PULL_FAILED = "ImagePullFailed"
+    CONTAINER_CONFIG_INVALID = "ContainerConfigInvalid"
+    CRASH_LOOPING = "CrashLooping"
+    BUDGET_BELOW_MIN_REPLICAS = "BudgetBelowMinReplicas"
     # RoutingApplied
     ROUTE_APPLIED = "RouteApplied"
     GATEWAY_API_MISSING = "GatewayAPIMissing"

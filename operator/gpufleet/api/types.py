@@ -45,6 +45,27 @@ LabelValue = Annotated[str, StringConstraints(max_length=63, pattern=LABEL_VALUE
 Quantity = Annotated[str, StringConstraints(min_length=1, max_length=32, pattern=QUANTITY)]
 ShortText = Annotated[str, StringConstraints(min_length=1, max_length=253)]
 Arg = Annotated[str, StringConstraints(min_length=1, max_length=1024)]
+# An environment variable name every Kubernetes version accepts (C_IDENTIFIER with '-' and
+# '.', as core/v1 validated names before relaxing them): no '=', nothing outside ASCII.
+ENV_NAME = r"^[-._a-zA-Z][-._a-zA-Z0-9]*$"
+# A Gateway API Hostname: a lower-case DNS name, optionally with a leading wildcard label.
+HOSTNAME = r"^(\*\.)?[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# The largest model a size written in the name may claim (as parametersBillions allows).
+MAX_BILLIONS = 2000
+EnvName = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=ENV_NAME)]
+Hostname = Annotated[str, StringConstraints(min_length=1, max_length=253, pattern=HOSTNAME)]
+
+# vLLM flags gpufleet sets itself (gpufleet.desired.manifests.vllm_args, a unit test keeps the
+# two in step). extraArgs may not set them in either form (`--port=1`, or `--port` then
+# `1`), nor with vLLM's underscore spelling; nor -tp (the alias of --tensor-parallel-size)
+# or --config (a file that may set any of them).
+OWNED_FLAGS = ("model", "served-model-name", "host", "port", "tensor-parallel-size")
+_OWNED_ALIASES = ("tp", "config")
+OWNED_FLAG = (
+    "^--?("
+    + "|".join(name.replace("-", "[-_]") for name in (*OWNED_FLAGS, *_OWNED_ALIASES))
+    + ")([= ].*)?$"
+)
 
 
 LIST_MAP_BY_NAME: JsonDict = {
@@ -132,8 +153,8 @@ class EnvVar(Model):
         ("!has(self.value) || !has(self.valueFrom)", "set at most one of value and valueFrom", "")
     )
 
-    name: Annotated[str, StringConstraints(min_length=1, max_length=253)] = Field(
-        description="Variable name."
+    name: EnvName = Field(
+        description="Variable name: letters, digits, '_', '-', '.'; not a leading digit."
     )
     value: Annotated[str, StringConstraints(max_length=4096)] | None = Field(
         default=None, description="Literal value."
@@ -156,6 +177,15 @@ EnvVarSource.model_rebuild()
 SIZE_IN_NAME = r"(^|[^0-9.])([0-9]+([.][0-9]+)?)[bB]([^a-zA-Z]|$)"
 
 
+# The number in a name's size (the 8 of "-8B-"), as CEL computes it for the bound above.
+_SIZE_CEL = f"double(self.name.find('{SIZE_IN_NAME}').find('[0-9]+([.][0-9]+)?'))"
+OWNED_FLAGS_MESSAGE = (
+    "extraArgs may not set a flag gpufleet sets: "
+    + ", ".join(f"--{f}" for f in OWNED_FLAGS)
+    + ", -tp or --config; use the matching spec field"
+)
+
+
 class ModelSpec(Model):
     """The model every tier serves."""
 
@@ -164,7 +194,19 @@ class ModelSpec(Model):
             f"has(self.parametersBillions) || self.name.matches('{SIZE_IN_NAME}')",
             "parametersBillions is required when model.name carries no size such as 8B",
             ".parametersBillions",
-        )
+        ),
+        (
+            f"has(self.parametersBillions) || !self.name.matches('{SIZE_IN_NAME}') || "
+            f"{_SIZE_CEL} > 0.0 && {_SIZE_CEL} <= {MAX_BILLIONS}.0",
+            f"the size in model.name must be above 0 and at most {MAX_BILLIONS}B: "
+            "set parametersBillions",
+            ".parametersBillions",
+        ),
+        (
+            f"!has(self.extraArgs) || self.extraArgs.all(a, !a.matches('{OWNED_FLAG}'))",
+            OWNED_FLAGS_MESSAGE,
+            ".extraArgs",
+        ),
     )
 
     name: ShortText = Field(
@@ -206,10 +248,19 @@ class ModelSpec(Model):
 
     @model_validator(mode="after")
     def _size_known(self) -> ModelSpec:
-        if self.size_billions() is None:
+        size = self.size_billions()
+        if size is None:
             raise ValueError(
                 "parametersBillions is required when model.name carries no size such as 8B"
             )
+        if not 0 < size <= MAX_BILLIONS:
+            raise ValueError(
+                f"parametersBillions: the size in model.name must be above 0 and at most "
+                f"{MAX_BILLIONS}B: set parametersBillions"
+            )
+        owned = [a for a in self.extra_args if re.fullmatch(OWNED_FLAG, a)]
+        if owned:
+            raise ValueError(f"extraArgs: {OWNED_FLAGS_MESSAGE} (found {', '.join(owned)})")
         return self
 
     def size_billions(self) -> float | None:
@@ -223,6 +274,25 @@ class ModelSpec(Model):
 class Toleration(Model):
     """A core/v1 toleration for the tier's node pool taints."""
 
+    model_config = cel(
+        (
+            "!has(self.operator) || self.operator != 'Exists' || !has(self.value) "
+            "|| self.value == ''",
+            "value must be empty when operator is Exists",
+            ".value",
+        ),
+        (
+            "!has(self.tolerationSeconds) || has(self.effect) && self.effect == 'NoExecute'",
+            "tolerationSeconds is allowed only with effect NoExecute",
+            ".tolerationSeconds",
+        ),
+        (
+            "has(self.key) && self.key != '' || has(self.operator) && self.operator == 'Exists'",
+            "operator must be Exists when key is empty (a toleration of every taint)",
+            ".operator",
+        ),
+    )
+
     key: LabelKey | None = Field(default=None, description="Taint key; empty matches all keys.")
     operator: Literal["Exists", "Equal"] | None = Field(
         default=None, description="Exists or Equal. Defaults to Equal."
@@ -235,9 +305,32 @@ class Toleration(Model):
         default=None, ge=0, le=86400, description="How long a NoExecute taint is tolerated."
     )
 
+    @model_validator(mode="after")
+    def _rules(self) -> Toleration:
+        if self.operator == "Exists" and self.value:
+            raise ValueError("value: value must be empty when operator is Exists")
+        if self.toleration_seconds is not None and self.effect != "NoExecute":
+            raise ValueError(
+                "tolerationSeconds: tolerationSeconds is allowed only with effect NoExecute"
+            )
+        if not self.key and self.operator != "Exists":
+            raise ValueError(
+                "operator: operator must be Exists when key is empty (a toleration of every taint)"
+            )
+        return self
+
 
 class ProfilePoint(Model):
     """One measurement of a replica: P99 TTFT and throughput at a request rate."""
+
+    model_config = cel(
+        (
+            "double(self.requestsPerSecond) > 0.0",
+            "requestsPerSecond must be above 0: a replica measured at no load says nothing "
+            "about its capacity",
+            ".requestsPerSecond",
+        )
+    )
 
     requests_per_second: DecimalString = Field(
         description="Offered request rate of the measurement, as a decimal string."
@@ -256,6 +349,15 @@ class ProfilePoint(Model):
     tpot_milliseconds: int | None = Field(
         default=None, ge=1, le=60_000, description="Mean time per output token at that rate."
     )
+
+    @model_validator(mode="after")
+    def _positive_rate(self) -> ProfilePoint:
+        if decimal(self.requests_per_second) <= 0:
+            raise ValueError(
+                "requestsPerSecond: requestsPerSecond must be above 0: a replica measured at "
+                "no load says nothing about its capacity"
+            )
+        return self
 
 
 class Profile(Model):
@@ -299,11 +401,59 @@ class ResourceList(Model):
     memory: Quantity | None = Field(default=None, description="Memory quantity, e.g. 64Gi.")
 
 
+def quantity(value: str) -> Decimal:
+    """A Kubernetes quantity (of the QUANTITY pattern) as a number: "500m" -> 0.5."""
+    found = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)(m|k|Ki|Mi|Gi|Ti|M|G|T)?", value)
+    if found is None:
+        raise ValueError(f"not a quantity: {value!r}")
+    return Decimal(found.group(1)) * _SUFFIX[found.group(2) or ""]
+
+
+_SUFFIX = {
+    "": Decimal(1),
+    "m": Decimal("0.001"),
+    "k": Decimal(10**3),
+    "M": Decimal(10**6),
+    "G": Decimal(10**9),
+    "T": Decimal(10**12),
+    "Ki": Decimal(2**10),
+    "Mi": Decimal(2**20),
+    "Gi": Decimal(2**30),
+    "Ti": Decimal(2**40),
+}
+
+
+def _request_within_limit(resource: str) -> tuple[str, str, str]:
+    both = (
+        f"has(self.requests) && has(self.limits) && has(self.requests.{resource}) "
+        f"&& has(self.limits.{resource})"
+    )
+    return (
+        f"!({both}) || quantity(self.requests.{resource})"
+        f".compareTo(quantity(self.limits.{resource})) <= 0",
+        f"requests.{resource} must not exceed limits.{resource}",
+        f".requests.{resource}",
+    )
+
+
 class Resources(Model):
     """Requests and limits of the vLLM container, besides its GPUs."""
 
+    model_config = cel(_request_within_limit("cpu"), _request_within_limit("memory"))
+
     requests: ResourceList | None = Field(default=None, description="Resource requests.")
     limits: ResourceList | None = Field(default=None, description="Resource limits.")
+
+    @model_validator(mode="after")
+    def _requests_within_limits(self) -> Resources:
+        for resource in ("cpu", "memory"):
+            asked = getattr(self.requests, resource, None) if self.requests else None
+            limit = getattr(self.limits, resource, None) if self.limits else None
+            if asked and limit and quantity(asked) > quantity(limit):
+                raise ValueError(
+                    f"requests.{resource}: requests.{resource} must not exceed limits.{resource}"
+                )
+        return self
 
 
 class Tier(Model):
@@ -525,8 +675,20 @@ class Routing(Model):
         max_length=8,
         description="Gateways the HTTPRoute attaches to. Without any, no HTTPRoute is written.",
     )
-    hostnames: list[Annotated[str, StringConstraints(min_length=1, max_length=253)]] = Field(
+    hostnames: list[Hostname] = Field(
         default_factory=list, max_length=16, description="Hostnames the HTTPRoute matches."
+    )
+
+
+class PodOptions(Model):
+    """Settings of the vLLM pods that are not about the model or a tier."""
+
+    automount_service_account_token: bool = Field(
+        default=False,
+        description=(
+            "Mount the namespace's default ServiceAccount token into the vLLM pods. Defaults "
+            "to false: vLLM needs no Kubernetes API access."
+        ),
     )
 
 
@@ -549,6 +711,12 @@ class InferencePoolSpec(Model):
             "trafficClasses must have exactly one default class (one without match)",
             ".trafficClasses",
         ),
+        (
+            "self.trafficClasses.all(c, !has(c.match) || "
+            "self.trafficClasses.exists_one(d, has(d.match) && d.match == c.match))",
+            "trafficClasses must not share a match: the second class would never get traffic",
+            ".trafficClasses",
+        ),
     )
 
     model: ModelSpec = Field(description="The model every tier serves.")
@@ -569,6 +737,9 @@ class InferencePoolSpec(Model):
     )
     scaling: Scaling = Field(default_factory=Scaling, description="Decision interval and delays.")
     routing: Routing = Field(default_factory=Routing, description="Gateway API routing.")
+    pods: PodOptions = Field(
+        default_factory=PodOptions, description="Settings of the vLLM pods of every tier."
+    )
 
     @model_validator(mode="after")
     def _rules(self) -> InferencePoolSpec:
@@ -577,6 +748,15 @@ class InferencePoolSpec(Model):
             duplicates = sorted({n for n in names if names.count(n) > 1})
             if duplicates:
                 raise ValueError(f"{field} names must be unique: {', '.join(duplicates)} repeated")
+        matches = [
+            tuple((h.name, h.value, h.type) for h in c.match.headers)
+            for c in self.traffic_classes
+            if c.match is not None
+        ]
+        if len(matches) != len(set(matches)):
+            raise ValueError(
+                "trafficClasses must not share a match: the second class would never get traffic"
+            )
         defaults = [c.name for c in self.traffic_classes if c.match is None]
         if len(defaults) != 1:
             raise ValueError(

@@ -7,6 +7,7 @@ states only the fields gpufleet owns; whatever the apiserver defaults is left al
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,16 @@ HTTPROUTE_API_VERSION = f"{GATEWAY_GROUP}/v1"
 # A 70B model pulled from a hub and loaded over PCIe takes many minutes.
 _STARTUP_SECONDS_PER_BILLION = 20
 _STARTUP_MIN_SECONDS = 600
+# A replica that has not loaded in 12 hours never will; also keeps failureThreshold an int32.
+_STARTUP_MAX_SECONDS = 12 * 3600
+_STARTUP_PERIOD_SECONDS = 10
+
+# The vLLM pods meet the Pod Security Standards' `restricted` level (docs/install.md): no
+# root, no privilege escalation, no capabilities, the runtime's seccomp profile. vLLM's
+# image runs as root by default, so the user is set; it writes its caches (Hugging Face
+# downloads, compiled kernels) under $HOME, an emptyDir here.
+VLLM_UID = 1000
+CACHE_DIR = "/home/vllm"
 
 
 def child_name(pool: InferencePool, tier: Tier | str) -> str:
@@ -79,6 +90,8 @@ def _metadata(pool: InferencePool, name: str, tier: Tier | None) -> dict[str, An
 
 
 def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
+    """vLLM's flags: the ones gpufleet owns (api.types.OWNED_FLAGS, refused in extraArgs),
+    then the pool's extraArgs."""
     model = pool.spec.model
     return [
         "--model",
@@ -117,12 +130,32 @@ def shm_size(tier: Tier) -> str:
 
 
 def startup_seconds(pool: InferencePool) -> int:
+    """How long the startup probe waits for the model to load, by its size, within bounds
+    (the API bounds the size, but a probe must never overflow whatever it is given)."""
     size = pool.spec.model.size_billions() or 8.0
-    return max(_STARTUP_MIN_SECONDS, int(size * _STARTUP_SECONDS_PER_BILLION))
+    if not math.isfinite(size) or size <= 0:
+        size = 8.0
+    seconds = size * _STARTUP_SECONDS_PER_BILLION
+    return int(min(_STARTUP_MAX_SECONDS, max(_STARTUP_MIN_SECONDS, seconds)))
 
 
 def _env(pool: InferencePool) -> list[dict[str, Any]]:
-    return [env.model_dump(by_alias=True, exclude_none=True) for env in pool.spec.model.env]
+    env = [e.model_dump(by_alias=True, exclude_none=True) for e in pool.spec.model.env]
+    if any(e["name"] == "HOME" for e in env):
+        return env
+    return [{"name": "HOME", "value": CACHE_DIR}, *env]
+
+
+def container_security_context() -> dict[str, Any]:
+    """What the Pod Security Standards' restricted level asks of a container."""
+    return {
+        "runAsNonRoot": True,
+        "runAsUser": VLLM_UID,
+        "runAsGroup": VLLM_UID,
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
 
 
 def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
@@ -147,17 +180,31 @@ def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
         "readinessProbe": _probe("/health", 5, 3),
         "livenessProbe": _probe("/health", 10, 6),
         # Model download and load can take minutes; liveness starts only after this passes.
-        "startupProbe": _probe("/health", 10, startup_seconds(pool) // 10),
-        "volumeMounts": [{"name": "dshm", "mountPath": "/dev/shm"}],
+        "startupProbe": _probe(
+            "/health",
+            _STARTUP_PERIOD_SECONDS,
+            max(1, startup_seconds(pool) // _STARTUP_PERIOD_SECONDS),
+        ),
+        "volumeMounts": [
+            {"name": "dshm", "mountPath": "/dev/shm"},
+            {"name": "cache", "mountPath": CACHE_DIR},
+        ],
+        "env": _env(pool),
+        "securityContext": container_security_context(),
     }
-    env = _env(pool)
-    if env:
-        container["env"] = env
     pod_spec: dict[str, Any] = {
         "containers": [container],
         "terminationGracePeriodSeconds": 60,
+        # vLLM never calls the Kubernetes API: no token unless the pool asks for one.
+        "automountServiceAccountToken": pool.spec.pods.automount_service_account_token,
+        "securityContext": {
+            "runAsNonRoot": True,
+            "fsGroup": VLLM_UID,
+            "seccompProfile": {"type": "RuntimeDefault"},
+        },
         "volumes": [
-            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(tier)}}
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(tier)}},
+            {"name": "cache", "emptyDir": {}},
         ],
     }
     if tier.node_selector:

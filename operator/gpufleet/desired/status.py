@@ -8,7 +8,7 @@ by the reconciler only after the status write succeeded.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from gpufleet.api.conditions import find, set_condition
@@ -26,6 +26,8 @@ from gpufleet.api.status import (
     TierWeight,
 )
 from gpufleet.api.types import InferencePool
+from gpufleet.desired import health, manifests
+from gpufleet.desired.health import PodProblem
 from gpufleet.planning import conditions as checks
 from gpufleet.planning import forecast
 from gpufleet.planning.conditions import RoutingState
@@ -72,9 +74,11 @@ def build_status(
     previous: InferencePoolStatus,
     *,
     conflicts: Sequence[str] = (),
+    problems: Mapping[str, Sequence[PodProblem]] | None = None,
 ) -> InferencePoolStatus:
     """The status this pass writes. `routing` and `conflicts`: what applying did (the
-    HTTPRoute's outcome, children names held by objects the pool does not own)."""
+    HTTPRoute's outcome, children names held by objects the pool does not own);
+    `problems`: why a tier's pods do not run, by tier (gpufleet.desired.health)."""
     now = observation.now
     generation = pool.metadata.generation
     spec = pool.spec
@@ -83,7 +87,12 @@ def build_status(
         (ConditionType.READY, checks.ready(spec, observation, plan)),
         (ConditionType.OBJECTIVES_MET, checks.objectives(spec, observation, plan)),
         (ConditionType.METRICS_AVAILABLE, checks.metrics(observation)),
-        (ConditionType.DEGRADED, checks.degraded(spec, observation, plan, conflicts)),
+        (
+            ConditionType.DEGRADED,
+            health.degraded(
+                spec, checks.degraded(spec, observation, plan, conflicts), problems or {}
+            ),
+        ),
         (ConditionType.ROUTING_APPLIED, checks.routing(routing)),
     ]
     for type_, verdict in verdicts:
@@ -226,9 +235,16 @@ def _weights(classes: list[ClassStatus]) -> dict[str, dict[str, int]]:
 
 
 def events(
-    pool: InferencePool, previous: InferencePoolStatus, current: InferencePoolStatus, plan: Plan
+    pool: InferencePool,
+    previous: InferencePoolStatus,
+    current: InferencePoolStatus,
+    plan: Plan,
+    *,
+    conflicted: Set[str] = frozenset(),
 ) -> list[EventRecord]:
-    """One Event per change of replicas or weights, and per condition that went bad or good."""
+    """One Event per change of replicas or weights, and per condition that went bad or good.
+    `conflicted`: children names held by objects the pool does not own; their tiers were
+    not created, so no "Created tier" Event claims they were."""
     ref = f"{pool.metadata.namespace}/{pool.metadata.name}"
     records: list[EventRecord] = []
     before = {t.name: t.desired_replicas for t in previous.tiers}
@@ -243,7 +259,12 @@ def events(
                     f"{plan.message}",
                 )
             )
-        elif old is None and previous.tiers == [] and tier.desired_replicas:
+        elif (
+            old is None
+            and previous.tiers == []
+            and tier.desired_replicas
+            and manifests.child_name(pool, tier.name) not in conflicted
+        ):
             records.append(
                 EventRecord(
                     "Normal",

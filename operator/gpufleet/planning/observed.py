@@ -2,7 +2,7 @@
 
 vLLM's series are per pod, labelled by tier; the planner reads demand and P99 TTFT per
 traffic class. `observe_classes` is the one place that turns the one into the other, for
-the operator (`gpufleet.reconcile.observe`, on the Prometheus adapter's reading) and for
+the operator (`gpufleet.observe.observe`, on the Prometheus adapter's reading) and for
 the simulator (`gpufleet.sim.gpufleet_policy.operator_view`, on its simulated series), so
 that the planner in the simulator sees what it would see in the cluster.
 

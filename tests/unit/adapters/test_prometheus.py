@@ -139,7 +139,7 @@ def read(answers: dict[str, Any] | Callable[[str], Any], realtime_query: str | N
 
 
 def classes_of(reading: Any) -> ClassObservations:
-    """What the operator makes of the reading per class (as gpufleet.reconcile.observe)."""
+    """What the operator makes of the reading per class (as gpufleet.observe.observe)."""
     pool_ = inference_pool()
     return observe_classes(pool_.spec, pool_.status, reading.tiers, reading.demand_queries)
 

@@ -3,7 +3,7 @@
 import pytest
 
 from gpufleet.api.parse import InvalidPool, parse_pool
-from tests.pools import InvalidCase, invalid_cases, load_example
+from tests.pools import ACCEPTED, InvalidCase, invalid_cases, load_example
 
 pytestmark = pytest.mark.timeout(2)
 
@@ -43,3 +43,8 @@ def test_unreadable_status_does_not_fail_the_parse() -> None:
     body["status"] = {"tiers": "not a list"}
     pool = parse_pool(body)
     assert pool.status.tiers == []
+
+
+@pytest.mark.parametrize("changes", ACCEPTED.values(), ids=list(ACCEPTED))
+def test_near_misses_are_accepted(changes: dict[str, object]) -> None:
+    parse_pool(InvalidCase("ok", "", changes, []).apply(load_example()))

@@ -66,6 +66,20 @@ CASES: dict[str, dict[str, Any]] = {
             "annotations": {"iam.gke.io/gcp-service-account": "gpufleet@example.iam"}
         },
     },
+    "pool-admission-narrowed": {
+        "poolAdmission": {
+            "allowedRegistries": ["registry.example.com/ml/", "docker.io/vllm/"],
+            "allowedNodeSelectors": ["gpufleet.dev/accelerator=*"],
+            "allowedTolerations": ["nvidia.com/gpu:Exists::NoSchedule"],
+            "accelerators": {
+                "H100-PCIe-80GB": {
+                    "nodeSelectors": ["gpufleet.dev/accelerator=h100"],
+                    "tolerations": ["nvidia.com/gpu:Exists::NoSchedule"],
+                }
+            },
+        }
+    },
+    "pool-admission-disabled": {"poolAdmission": {"enabled": False}},
     "scheduling": {
         "podAnnotations": {"example.com/owner": "ml-platform"},
         "podLabels": {"example.com/cost-center": "inference"},

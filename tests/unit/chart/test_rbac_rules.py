@@ -22,8 +22,8 @@ CHILDREN = {"get", "list", "watch", "create", "patch", "update", "delete"}
 READ = {"get", "list", "watch"}
 
 NAMESPACED: Grants = {
-    ("gpufleet.dev", "inferencepools"): {"get", "list", "watch", "patch", "update"},
-    ("gpufleet.dev", "inferencepools/status"): {"get", "patch", "update"},
+    ("gpufleet.dev", "inferencepools"): {"get", "list", "watch", "patch"},
+    ("gpufleet.dev", "inferencepools/status"): {"get", "patch"},
     ("gpufleet.dev", "inferencepools/finalizers"): {"update"},
     ("apps", "deployments"): CHILDREN,
     ("", "services"): CHILDREN,

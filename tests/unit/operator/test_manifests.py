@@ -47,10 +47,11 @@ def test_deployment_runs_vllm_with_the_tier_settings() -> None:
     assert c["livenessProbe"]["httpGet"]["path"] == "/health"
     assert c["startupProbe"]["failureThreshold"] * c["startupProbe"]["periodSeconds"] >= 600
     assert c["env"] == [
+        {"name": "HOME", "value": manifests.CACHE_DIR},
         {
             "name": "HF_TOKEN",
             "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token", "optional": True}},
-        }
+        },
     ]
     pod = d["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"gpufleet.dev/accelerator": "h100"}
@@ -160,3 +161,57 @@ def test_only_the_classes_header_matches_are_used() -> None:
     p = parse_pool(body)
     route = manifests.http_route(p, {})
     assert [r["name"] for r in route["spec"]["rules"]] == ["a", "b", "rest"]
+
+
+def test_every_flag_gpufleet_sets_is_owned() -> None:
+    from gpufleet.api.types import OWNED_FLAGS
+
+    p = example()
+    args = manifests.vllm_args(p, p.spec.tiers[0])
+    own = args[: len(args) - len(p.spec.model.extra_args)]
+    flags = {a.removeprefix("--") for a in own if a.startswith("--")}
+    assert flags == set(OWNED_FLAGS)
+
+
+def test_pods_meet_the_restricted_pod_security_level() -> None:
+    d = manifests.deployment(example(), example().spec.tiers[0], 1)
+    pod = d["spec"]["template"]["spec"]
+    c = container(d)
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert c["securityContext"]["allowPrivilegeEscalation"] is False
+    assert c["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert c["securityContext"]["runAsUser"] != 0
+    assert all("emptyDir" in v for v in pod["volumes"])  # no hostPath
+    assert pod["automountServiceAccountToken"] is False
+
+
+def test_service_account_token_only_when_the_pool_asks() -> None:
+    body = load_example()
+    body["spec"]["pods"] = {"automountServiceAccountToken": True}
+    p = parse_pool(body)
+    d = manifests.deployment(p, p.spec.tiers[0], 1)
+    assert d["spec"]["template"]["spec"]["automountServiceAccountToken"] is True
+
+
+@pytest.mark.parametrize(("billions", "seconds"), [(8, 600), (70, 1400), (2000, 40000)])
+def test_startup_probe_grows_with_the_model_within_bounds(billions: int, seconds: int) -> None:
+    body = load_example()
+    body["spec"]["model"]["parametersBillions"] = billions
+    p = parse_pool(body)
+    probe = container(manifests.deployment(p, p.spec.tiers[0], 1))["startupProbe"]
+    assert probe["failureThreshold"] * probe["periodSeconds"] == seconds
+    assert 0 < probe["failureThreshold"] < 2**31
+
+
+def test_startup_probe_is_clamped_whatever_the_size() -> None:
+    p = example()
+    huge = p.model_copy(
+        update={
+            "spec": p.spec.model_copy(
+                update={"model": p.spec.model.model_copy(update={"parameters_billions": 10**12})}
+            )
+        }
+    )
+    probe = container(manifests.deployment(huge, huge.spec.tiers[0], 1))["startupProbe"]
+    assert probe["failureThreshold"] * probe["periodSeconds"] == 12 * 3600

@@ -1,4 +1,4 @@
-"""reconcile.observe: the planner's view from the children and a metrics reading.
+"""observe.observe: the planner's view from the children and a metrics reading.
 
 Per-class demand and P99 come from the reading's tiers and the live weights
 (planning.observed, tested in tests/unit/planning/test_observed.py), and only from a
@@ -14,8 +14,8 @@ import pytest
 from gpufleet.adapters.kube import Children, PodCounts
 from gpufleet.api.parse import parse_pool
 from gpufleet.api.types import InferencePool
+from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, PodStart, TierMetrics
-from gpufleet.reconcile import observe
 from tests.pools import pool
 
 pytestmark = pytest.mark.timeout(2)

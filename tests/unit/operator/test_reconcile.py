@@ -153,3 +153,111 @@ def test_unschedulable_replicas_are_counted() -> None:
     assert (h100.desired_replicas, h100.ready_replicas, h100.unschedulable_replicas) == (1, 0, 1)
     ready = find(status(kube).conditions, "Ready")
     assert ready is not None and ready.status == "False"
+
+
+def refusal(message: str, status: int = 422) -> Any:
+    import json
+
+    from kubernetes.client.exceptions import ApiException
+
+    error = ApiException(status=status, reason="Unprocessable Entity")
+    error.body = json.dumps({"kind": "Status", "message": message})
+    return error
+
+
+ENV_REFUSED = (
+    'Deployment.apps "llama3-8b-h100" is invalid: spec.template.spec.containers[0].env[1].name:'
+    ' Invalid value: "A=B": a valid environment variable name must consist of ...'
+)
+
+
+def test_refused_child_is_a_condition_an_event_and_a_failure_not_a_new_generation() -> None:
+    kube, reconciler = setup()
+    run(kube, reconciler)
+    run(kube, reconciler)
+    assert status(kube).observed_generation == 1
+    body = kube.pools[("default", "llama3-8b")]
+    body["metadata"]["generation"] = 2
+    body["spec"]["tiers"][0]["minReplicas"] = 2
+    body["spec"]["tiers"][1]["minReplicas"] = 2
+    kube.refuse["Deployment llama3-8b-h100"] = refusal(ENV_REFUSED)
+    result = run(kube, reconciler)
+    assert result.failure == "ChildApplyFailed"
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and (ready.status, ready.reason) == ("False", "ChildApplyFailed")
+    assert "spec.template.spec.containers[0].env[1].name" in ready.message
+    assert ready.observed_generation == 2
+    assert status(kube).observed_generation == 1, "generation 2 was not acted on"
+    # The tier the apiserver took is applied; the route is not touched.
+    assert result.applied == ("Deployment llama3-8b-rtx4090",)
+    assert [e[:2] for e in kube.events[-1:]] == [("Warning", "ChildApplyFailed")]
+    before = len(kube.writes)
+    again = run(kube, reconciler)
+    assert again.failure == "ChildApplyFailed"
+    assert kube.writes[before:] == [], "a failure is reported once, not every retry"
+    # The cause goes away: the next pass acts on generation 2.
+    del kube.refuse["Deployment llama3-8b-h100"]
+    run(kube, reconciler)
+    assert status(kube).observed_generation == 2
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and ready.reason != "ChildApplyFailed"
+
+
+def test_api_outage_is_raised_for_the_loop_to_retry() -> None:
+    kube, reconciler = setup()
+    kube.refuse["Service llama3-8b-h100"] = refusal("etcd timeout", status=500)
+    with pytest.raises(Exception, match="500"):
+        run(kube, reconciler)
+
+
+def test_refused_route_keeps_the_generation_and_quotes_the_apiserver() -> None:
+    kube, reconciler = setup()
+    kube.refuse["HTTPRoute llama3-8b"] = refusal(
+        'HTTPRoute.gateway.networking.k8s.io "llama3-8b" is invalid: spec.hostnames[0]: ...'
+    )
+    result = run(kube, reconciler)
+    assert result.failure == "RouteApplyFailed"
+    routing = find(status(kube).conditions, "RoutingApplied")
+    assert routing is not None and routing.reason == "RouteApplyFailed"
+    assert "spec.hostnames[0]" in routing.message
+    assert status(kube).observed_generation == 0
+    assert status(kube).tiers, "the tiers were acted on and their status is written"
+
+
+def test_planner_that_raises_is_plan_failed_and_changes_nothing() -> None:
+    kube = FakeKube()
+
+    def broken(*_: Any) -> Any:
+        raise ValueError("math domain error")
+
+    reconciler = Reconciler(kube, NoMetrics(), broken, kube.telemetry, lambda: NOW)
+    kube.add_pool(load_example())
+    result = run(kube, reconciler)
+    assert result.failure == "PlanFailed"
+    assert result.applied == ()
+    ready = find(status(kube).conditions, "Ready")
+    assert ready is not None and ready.reason == "PlanFailed"
+    assert "math domain error" in ready.message
+    assert [e[:2] for e in kube.events] == [("Warning", "PlanFailed")]
+
+
+def test_no_created_tier_event_for_a_tier_whose_name_is_taken() -> None:
+    kube, reconciler = setup()
+    kube.put({"kind": "Deployment", "metadata": {"name": "llama3-8b-h100", "namespace": "default"}})
+    run(kube, reconciler)
+    assert not any("Created tier h100" in message for _, _, message in kube.events)
+    assert any(reason == "ChildConflict" for _, reason, _ in kube.events)
+
+
+def test_budget_below_min_replicas_is_degraded() -> None:
+    kube, reconciler = setup()
+    body = kube.pools[("default", "llama3-8b")]
+    body["spec"]["tiers"][0]["minReplicas"] = 3
+    body["spec"]["objectives"]["maxHourlyCost"] = "1.00"
+    run(kube, reconciler)
+    degraded = find(status(kube).conditions, "Degraded")
+    assert degraded is not None and (degraded.status, degraded.reason) == (
+        "True",
+        "BudgetBelowMinReplicas",
+    )
+    assert "maxHourlyCost $1.00/h" in degraded.message

@@ -1,0 +1,66 @@
+"""The observe step of a pass: the planner's view of the world from what was read.
+
+Pure: the pool's children as the Kubernetes adapter read them (Deployments, pods by tier)
+and the Prometheus adapter's reading become one `Observation`. Class-level demand, P99 and
+backlog come from `planning.observed.observe_classes`, the same function the simulator's
+operator view calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+from datetime import datetime
+
+from gpufleet.adapters.kube import Children
+from gpufleet.api.types import InferencePool
+from gpufleet.desired import manifests
+from gpufleet.planning.observed import ClassObservations, observe_classes
+from gpufleet.planning.records import (
+    MetricsReading,
+    MetricsState,
+    Observation,
+    TierMetrics,
+    TierObservation,
+)
+
+
+def observe(
+    pool: InferencePool, children: Children, reading: MetricsReading, now: datetime
+) -> Observation:
+    """The planner's view of the world from the pool's children and its metrics."""
+    tiers = {}
+    for tier in pool.spec.tiers:
+        deployment = children.deployments.get(manifests.child_name(pool, tier))
+        pods = children.pods.get(tier.name)
+        metrics = reading.tiers.get(tier.name, TierMetrics())
+        spec = (deployment or {}).get("spec", {})
+        status = (deployment or {}).get("status", {})
+        tiers[tier.name] = TierObservation(
+            name=tier.name,
+            desired_replicas=int(spec.get("replicas") or 0),
+            # Pods on vanished nodes still count as Ready in the Deployment for a minute.
+            ready_replicas=min(int(status.get("readyReplicas") or 0), pods.ready)
+            if pods
+            else int(status.get("readyReplicas") or 0),
+            starting_replicas=pods.starting if pods else 0,
+            unschedulable_replicas=pods.unschedulable if pods else 0,
+            pod_starts=tuple(pods.starts) if pods else (),
+            # Every Prometheus reading of the tier, field for field (TierObservation has them).
+            **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
+        )
+    # Demand and P99 per class, from the tiers' readings and the live weights; nothing to
+    # infer them from when the metrics cannot be trusted.
+    classes = (
+        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries)
+        if reading.state is MetricsState.AVAILABLE
+        else ClassObservations()
+    )
+    return Observation(
+        now=now,
+        tiers=tiers,
+        metrics=reading.state,
+        metrics_message=reading.message,
+        demand=classes.demand,
+        class_ttft_p99_seconds=classes.ttft_p99_seconds,
+        class_backlog_tokens=classes.backlog_tokens,
+    )
