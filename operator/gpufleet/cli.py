@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "run": "run",
     "dev": "dev",
+    "model": "model",
 }
 
 

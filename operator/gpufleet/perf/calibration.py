@@ -1,0 +1,84 @@
+"""The fitted efficiencies per GPU type, and datasheet-only defaults for the others.
+
+Fitted by `python tools/bench_model.py --refit` (gpufleet.perf.calibrate.fit on every io.net
+run of the GPU type, ../shared/data/iog-llm-inference-benchmarks) and pasted here so that
+`gpufleet model show` and the tests need no fit. GPUs without io.net runs get DEFAULT, whose
+numbers are typical shares of peak (not measurements): `measured` is empty for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from gpufleet.perf.hardware import gpu
+from gpufleet.perf.roofline import Efficiency
+
+# Typical shares of peak for a GPU never measured here (stated, not fitted).
+DEFAULT = Efficiency(
+    compute=0.55,
+    memory=0.75,
+    link=0.6,
+    step_overhead_s=0.003,
+    per_seq_overhead_s=2e-5,
+    api_overhead_s=0.005,
+    allreduce_latency_s=3e-5,
+)
+
+FITTED: dict[str, Efficiency] = {
+    "H100-PCIe": Efficiency(
+        compute=0.5030,
+        memory=0.7791,
+        link=0.6565,
+        step_overhead_s=0.001885,
+        per_seq_overhead_s=2.262e-05,
+        api_overhead_s=0.003272,
+        allreduce_latency_s=6.171e-05,
+        measured=(
+            "compute",
+            "memory",
+            "link",
+            "step_overhead_s",
+            "per_seq_overhead_s",
+            "api_overhead_s",
+            "allreduce_latency_s",
+        ),
+    ),
+    "RTX-4090": Efficiency(
+        compute=0.7042,
+        memory=0.7415,
+        link=0.3363,
+        step_overhead_s=0.001587,
+        per_seq_overhead_s=2.419e-05,
+        api_overhead_s=0.01434,
+        allreduce_latency_s=6.340e-05,
+        measured=(
+            "compute",
+            "memory",
+            "link",
+            "step_overhead_s",
+            "per_seq_overhead_s",
+            "api_overhead_s",
+            "allreduce_latency_s",
+        ),
+    ),
+}
+
+FIELDS = tuple(f.name for f in fields(Efficiency) if f.name != "measured")
+
+
+@dataclass(frozen=True)
+class Calibration:
+    gpu: str
+    efficiency: Efficiency
+    measured: bool
+    datasheet_only: tuple[str, ...]  # parameters not fitted on any measurement
+
+
+def calibration(accelerator: str, table: dict[str, Efficiency] | None = None) -> Calibration:
+    """The efficiencies of `accelerator` (fitted where measured, else DEFAULT)."""
+    name = gpu(accelerator).name
+    fitted = (FITTED if table is None else table).get(name)
+    if fitted is None:
+        return Calibration(name, DEFAULT, False, FIELDS)
+    missing = tuple(f for f in FIELDS if f not in fitted.measured)
+    return Calibration(name, fitted, True, missing)
