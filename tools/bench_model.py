@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--refit", action="store_true", help="fit afresh (minutes)")
     parser.add_argument("--no-cv", action="store_true", help="skip the cross-validation fits")
-    parser.add_argument("--cv-evals", type=int, default=12, help="least-squares steps per CV fit")
+    parser.add_argument("--cv-evals", type=int, default=4, help="least-squares steps per CV fit")
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 

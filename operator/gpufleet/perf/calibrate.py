@@ -31,6 +31,7 @@ PARAMETERS: tuple[tuple[str, float, float], ...] = (
     ("per_seq_overhead_s", 0.0, 2e-4),
     ("api_overhead_s", 0.0, 0.05),
     ("allreduce_latency_s", 1e-6, 1e-3),
+    ("layer_launch_s", 0.0, 1e-3),
 )
 START = Efficiency()
 

@@ -8,7 +8,10 @@ vLLM's Llama/Qwen/Gemma layers do).
 
     compute = FLOPs / (peak x eff_compute)
     memory  = bytes / (bandwidth x eff_memory)
-    step    = max(compute, memory) + all-reduces + step_overhead + R x per_seq_overhead
+    launch  = layers x layer_launch (the host launching each layer's kernels; with vLLM's
+              piecewise CUDA graphs attention runs eagerly between graph pieces, so a slow
+              host CPU can leave the GPU waiting: small models on the 4090 hosts)
+    step    = max(compute, memory, launch) + all-reduces + step_overhead + R x per_seq
 
 FLOPs: 2 per weight per token for the decoder's linear maps, 2 x hidden x vocab per request
 for the LM head (vLLM computes logits only at each request's last position), and 4 x q_dim
@@ -45,6 +48,7 @@ class Efficiency:
     per_seq_overhead_s: float = 2e-5  # CPU time per request per step: inputs, detokenize
     api_overhead_s: float = 0.005  # per request, from the client to the scheduler
     allreduce_latency_s: float = 3e-5  # per all-reduce, 2 GPUs (scales as 2(tp-1)/tp)
+    layer_launch_s: float = 5e-5  # host time to launch one layer's kernels (a step floor)
     measured: tuple[str, ...] = field(default=())  # the fields fitted on measurements
 
 
@@ -104,6 +108,7 @@ class Replica:
             "compute": c.flop_time(tokens, requests, attn_pairs),
             "memory": c.byte_time(tokens, kv_read),
             "allreduce": c.comm_time(tokens),
+            "launch": c.launch,
             "overhead": c.overhead + c.per_seq * requests,
         }
 
@@ -136,6 +141,7 @@ class Coefficients:
     comm_bytes_per_token: float
     overhead: float
     per_seq: float
+    launch: float
 
     @staticmethod
     def of(r: Replica) -> Coefficients:
@@ -159,6 +165,7 @@ class Coefficients:
             else 0.0,
             overhead=e.step_overhead_s,
             per_seq=e.per_seq_overhead_s,
+            launch=m.layers * e.layer_launch_s,
         )
 
     def flop_time(self, tokens: int, requests: int, pairs: float) -> float:
@@ -184,7 +191,11 @@ class Coefficients:
 
     def step(self, tokens: int, requests: int, pairs: float, kv_read: float) -> float:
         return (
-            max(self.flop_time(tokens, requests, pairs), self.byte_time(tokens, kv_read))
+            max(
+                self.flop_time(tokens, requests, pairs),
+                self.byte_time(tokens, kv_read),
+                self.launch,
+            )
             + self.comm_time(tokens)
             + self.overhead
             + self.per_seq * requests

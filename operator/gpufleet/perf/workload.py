@@ -11,8 +11,8 @@ them. So the replay uses seed 42, an inference from the durations (io.net's comm
 not published with the results).
 
 Lengths: the files give only the 200 requests' total prompt and output tokens, not each
-request's. The replay draws ShareGPT-like lengths: prompt ~ lognormal(sigma 0.6) clipped to
-[4, 1024] tokens, output ~ lognormal(sigma 0.7) clipped to [4, 2048 - prompt] (vLLM's
+request's. The replay draws ShareGPT-like lengths: prompt ~ lognormal(sigma 0.5) clipped to
+[4, 1024] tokens, output ~ lognormal(sigma 0.6) clipped to [4, 2048 - prompt] (vLLM's
 ShareGPT filter drops prompts over 1024 and pairs over 2048 tokens, and pairs with fewer than
 4 tokens either side), independent, from a fixed seed, then scaled so that their means are the
 run's. The same draw serves every run, as the same 200 prompts did.
@@ -27,8 +27,8 @@ from numpy.typing import NDArray
 
 ARRIVAL_SEED = 42
 LENGTH_SEED = 20250610
-SIGMA_PROMPT = 0.6
-SIGMA_OUTPUT = 0.7
+SIGMA_PROMPT = 0.5
+SIGMA_OUTPUT = 0.6
 MAX_PROMPT = 1024
 MAX_TOTAL = 2048
 MIN_LEN = 4
