@@ -11,7 +11,22 @@ vLLM's Llama/Qwen/Gemma layers do).
     launch  = layers x layer_launch (the host launching each layer's kernels; with vLLM's
               piecewise CUDA graphs attention runs eagerly between graph pieces, so a slow
               host CPU can leave the GPU waiting: small models on the 4090 hosts)
-    step    = max(compute, memory, launch) + all-reduces + step_overhead + R x per_seq
+    gpu     = max(compute, memory) + layers x KERNELS_PER_LAYER x KERNEL_LATENCY
+    step    = max(gpu, launch) + all-reduces + step_overhead + R x per_seq
+
+Kernel latency: every kernel costs a few microseconds on the GPU beyond its roofline time
+(ramp-up and tail, even inside a CUDA graph), which is what makes small steps of small
+models slower than bytes / bandwidth. Fitted on Vidur's 2,088 H100 projection timings
+(../shared/data/vidur-profiling, see gpufleet.perf.vidur): a plain max roofline is within 25%
+of them on 67% of points; adding a per-kernel latency, on 93% (9 us, median error 7.8%); a
+K-norm knee between compute and memory time ((tc^K + tm^K)^(1/K), K = 1.24) on top, on 97%
+(6 us, median error 4.6%). On the io.net runs the knee made the replay worse (H100 P99 TTFT
+within 15% on 23% of runs against 37% with the plain max, median TPOT 77% vs 69%, RTX 4090
+TPOT 47% vs 55%), so KNEE is None (plain max) and the knee's 6 us is kept: the lower of the
+two estimates, as vLLM's CUDA graphs remove the launch gaps that Vidur's eager timings hold.
+Nine kernels per decoder layer (vLLM's Llama/Qwen layer: fused add+RMSNorm, QKV, rotary,
+attention, O, fused add+RMSNorm, gate/up, SiLU-and-mul, down). Stated constants, not fitted
+on the io.net runs.
 
 FLOPs: 2 per weight per token for the decoder's linear maps, 2 x hidden x vocab per request
 for the LM head (vLLM computes logits only at each request's last position), and 4 x q_dim
@@ -33,6 +48,9 @@ ACT_BYTES = 2.0  # activations in BF16/FP16
 # Memory a profiling pass holds besides weights and its activations: the CUDA context
 # left out (vLLM measures from after it), NCCL buffers and cuBLAS workspaces. vLLM logs
 # 0.2-1 GiB of "non-torch memory" on these GPUs; a stated estimate, not fitted.
+KNEE: float | None = None  # K-norm of compute and memory time; None: max (see the docstring)
+KERNEL_LATENCY_S = 6e-6  # per kernel, on the GPU even inside a CUDA graph (same fit)
+KERNELS_PER_LAYER = 9
 NON_TORCH_GIB = 0.5
 NON_TORCH_GIB_PER_PEER = 0.25
 
@@ -122,7 +140,8 @@ class Replica:
         act += tokens * (m.hidden + 2 * m.intermediate / tp + m.intermediate / tp + m.hidden)
         bytes_ = weight + act * ACT_BYTES
         peak = g.peak_tflops(m.weight_bytes) * 1e12 * e.compute
-        return max(flops / peak, bytes_ / (g.bandwidth_gbps * 1e9 * e.memory))
+        tc, tm = flops / peak, bytes_ / (g.bandwidth_gbps * 1e9 * e.memory)
+        return combine(tc, tm) + 4 * KERNEL_LATENCY_S
 
 
 @dataclass(frozen=True)
@@ -142,6 +161,7 @@ class Coefficients:
     overhead: float
     per_seq: float
     launch: float
+    kernel_latency: float = 0.0
 
     @staticmethod
     def of(r: Replica) -> Coefficients:
@@ -166,6 +186,7 @@ class Coefficients:
             overhead=e.step_overhead_s,
             per_seq=e.per_seq_overhead_s,
             launch=m.layers * e.layer_launch_s,
+            kernel_latency=m.layers * KERNELS_PER_LAYER * KERNEL_LATENCY_S,
         )
 
     def flop_time(self, tokens: int, requests: int, pairs: float) -> float:
@@ -190,15 +211,10 @@ class Coefficients:
         return self.comm_latency + self.comm_bytes_per_token * tokens
 
     def step(self, tokens: int, requests: int, pairs: float, kv_read: float) -> float:
+        gpu = combine(self.flop_time(tokens, requests, pairs), self.byte_time(tokens, kv_read))
+        gpu += self.kernel_latency
         return (
-            max(
-                self.flop_time(tokens, requests, pairs),
-                self.byte_time(tokens, kv_read),
-                self.launch,
-            )
-            + self.comm_time(tokens)
-            + self.overhead
-            + self.per_seq * requests
+            max(gpu, self.launch) + self.comm_time(tokens) + self.overhead + self.per_seq * requests
         )
 
 
@@ -206,6 +222,13 @@ class Coefficients:
 def coefficients(replica: Replica) -> Coefficients:
     """The replica's step-time constants (replicas are frozen, so this caches)."""
     return Coefficients.of(replica)
+
+
+def combine(compute: float, memory: float) -> float:
+    """A GEMM's time from its compute and memory roofs (KNEE None: the plain max)."""
+    if KNEE is None:
+        return max(compute, memory)
+    return float((compute**KNEE + memory**KNEE) ** (1.0 / KNEE))
 
 
 def prefill_pairs(prior: int, chunk: int) -> float:

@@ -70,11 +70,16 @@ def test_kv_capacity_is_respected_and_preempts_when_full() -> None:
 
 
 def test_more_load_never_lowers_p99_ttft() -> None:
-    replica = Replica(gpu("RTX-4090"), model("meta-llama/Meta-Llama-3-8B-Instruct"), 1, EFF)
+    # Without preemption (an H100's cache holds ~445k tokens of Llama-3-8B). Under
+    # preemption the P99 of one 200-request burst need not be monotone in the rate: which
+    # requests get preempted, and when, changes with the arrival spacing.
+    replica = Replica(gpu("H100-PCIe"), model("meta-llama/Meta-Llama-3-8B-Instruct"), 1, EFF)
     p99 = []
     for rate in (1.0, 4.0, 8.0, 16.0, 32.0):
         p99.append(np.percentile(simulate(replica, *_work(rate)).ttft, 99))
-    assert all(b >= a * 0.98 for a, b in itertools.pairwise(p99)), p99
+    # Up to the draws' noise: at low load P99 is the 2nd-3rd longest prefill, give or take
+    # where a step boundary falls (a few ms).
+    assert all(b >= a * 0.95 for a, b in itertools.pairwise(p99)), p99
 
 
 def test_tensor_parallel_speeds_decode_but_pays_all_reduces() -> None:
