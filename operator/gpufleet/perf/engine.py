@@ -57,8 +57,13 @@ def simulate(
     arrivals: NDArray[np.float64],
     prompts: NDArray[np.int64],
     outputs: NDArray[np.int64],
+    cached: NDArray[np.int64] | None = None,
 ) -> EngineResult:
-    """Serve the requests (arrival times at the client, seconds, ascending) on `replica`."""
+    """Serve the requests (arrival times at the client, seconds, ascending) on `replica`.
+
+    `cached`: per request, prompt tokens already in the prefix cache (vLLM's automatic
+    prefix caching, on by default in V1): they are neither computed nor attended to again,
+    though their blocks still count against the cache while the request runs."""
     n = len(arrivals)
     cfg = replica.engine
     c = coefficients(replica)
@@ -70,6 +75,7 @@ def simulate(
     eng_arr = [float(a) + replica.eff.api_overhead_s for a in arrivals]
     prompt = [int(p) for p in prompts]
     out = [max(1, int(o)) for o in outputs]
+    hit = [0] * n if cached is None else [int(c) for c in cached]
     comp = [0] * n
     gen = [0] * n
     blocks = [0] * n
@@ -120,9 +126,12 @@ def simulate(
         if not preempted:
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
+                if comp[r] == 0:
+                    comp[r] = min(hit[r], prompt[r] - 1)
                 k = min(prompt[r] + gen[r] - comp[r], budget)
                 need = ceil_div(comp[r] + k, block) - blocks[r]
                 if need > free:
+                    comp[r] = 0 if blocks[r] == 0 else comp[r]
                     break
                 waiting.popleft()
                 running.append(r)

@@ -106,3 +106,12 @@ def test_the_engine_is_deterministic() -> None:
     b = simulate(SMALL, *_work(16.0))
     np.testing.assert_allclose(a.first_token, b.first_token)
     np.testing.assert_allclose(a.finish, b.finish)
+
+
+def test_cached_prompt_tokens_are_not_computed_again() -> None:
+    arrivals, prompts, outputs = _work(1.0)
+    cold = simulate(SMALL, arrivals, prompts, outputs)
+    warm = simulate(SMALL, arrivals, prompts, outputs, (prompts - 1) // 16 * 16)
+    assert np.percentile(warm.ttft, 99) < np.percentile(cold.ttft, 99)
+    assert warm.max_batched_tokens < cold.max_batched_tokens
+    assert not np.isnan(warm.finish).any()
