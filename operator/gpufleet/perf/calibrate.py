@@ -58,13 +58,25 @@ def _free(runs: Sequence[Run]) -> list[str]:
     return names
 
 
+# Each metric's log error counts in units of its accuracy target (issue 14: P99 TTFT within
+# 15%, median TPOT and output tokens/s within 10%), so a 10% TPOT miss weighs like a 15%
+# P99 one; median TTFT has no target and takes P99's.
+WEIGHT = {
+    "p99TtftMs": 1.0,
+    "medianTtftMs": 1.0,
+    "medianTpotMs": 1.5,
+    "outputTokensPerSecond": 1.5,
+}
+
+
 def residuals(eff: Efficiency, runs: Sequence[Run]) -> np.ndarray:
     out = []
     for run in runs:
         predicted, _ = replay(run, eff)
         for key in METRICS:
             p, m = predicted[key], run.measured[key]
-            out.append(math.log(p / m) if math.isfinite(p) and p > 0 else 5.0)
+            err = math.log(p / m) if math.isfinite(p) and p > 0 else 5.0
+            out.append(err * WEIGHT[key])
     return np.asarray(out)
 
 

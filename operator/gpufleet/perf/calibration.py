@@ -27,14 +27,14 @@ DEFAULT = Efficiency(
 
 FITTED: dict[str, Efficiency] = {
     "H100-PCIe": Efficiency(
-        compute=0.7249,
-        memory=0.9,
-        link=0.4054,
+        compute=0.4674,
+        memory=0.8846,
+        link=0.3985,
         step_overhead_s=0,
-        per_seq_overhead_s=5.778e-05,
-        api_overhead_s=0.00596,
-        allreduce_latency_s=8.636e-05,
-        layer_launch_s=5.838e-05,
+        per_seq_overhead_s=5.128e-05,
+        api_overhead_s=0.005542,
+        allreduce_latency_s=6.084e-05,
+        layer_launch_s=0.0001355,
         measured=(
             "compute",
             "memory",
@@ -47,14 +47,14 @@ FITTED: dict[str, Efficiency] = {
         ),
     ),
     "RTX-4090": Efficiency(
-        compute=0.7106,
-        memory=0.9,
-        link=0.2775,
+        compute=0.709,
+        memory=0.8729,
+        link=0.2834,
         step_overhead_s=0,
-        per_seq_overhead_s=3.011e-05,
-        api_overhead_s=0.005278,
-        allreduce_latency_s=1e-06,
-        layer_launch_s=0.0003968,
+        per_seq_overhead_s=3.675e-05,
+        api_overhead_s=0.007452,
+        allreduce_latency_s=7.617e-05,
+        layer_launch_s=0.0003921,
         measured=(
             "compute",
             "memory",
