@@ -87,12 +87,16 @@ profiles: install ## Re-derive the built-in performance profiles from the io.net
 bench-planner: install ## Planner: median plan time (4 tiers x 4 classes), 1,000 pools
 	$(PY) tools/bench_planner.py
 
+.PHONY: bench-model
+bench-model: install ## GPU performance model vs all 130 io.net runs, cross-validated, Vidur; writes BENCHMARKS.md
+	$(PY) tools/bench_model.py
+
 .PHONY: bench-operator
 bench-operator: tools ## Operator: 200 pools on the local control plane; writes BENCHMARKS.md
 	$(PY) tools/bench_operator.py --pools 200
 
 .PHONY: bench
-bench: bench-planner bench-sim bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
+bench: bench-planner bench-model bench-sim bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
 
 .PHONY: demo
 demo: tools ## The closed loop: plane, Prometheus, fleet twin and operator under a load story (~6 min)

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "simulate": "simulate",
     "run": "run",
     "dev": "dev",
+    "model": "model",
 }
 
 # Subcommand name -> the extra it needs beyond the core, and the modules of that extra it
@@ -32,6 +33,7 @@ COMMANDS: dict[str, str] = {
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "plan": ("sim", ("rich",)),
     "simulate": ("sim", ("rich", "matplotlib")),
+    "model": ("sim", ("matplotlib",)),
     "dev": ("dev", ("cryptography", "rich", "matplotlib")),
 }
 

@@ -1,0 +1,213 @@
+"""`gpufleet model`: the first-principles GPU performance model (gpufleet.perf).
+
+    gpufleet model validate --runs DIR [--output json|table]
+    gpufleet model show --accelerator L40S --model Qwen/Qwen2.5-14B-Instruct --gpus 2
+        [--prompt-tokens 206] [--output-tokens 202] [--plot out.png] [--output json|table]
+
+`validate` replays every io.net run in DIR (vLLM 0.8.5 benchmark_serving JSON files) through
+the model and prints measured and predicted P99/median TTFT, median TPOT and output tokens/s.
+`show` prints a replica's KV capacity, its capacity (req/s) under a few P99 TTFT objectives,
+and P99 TTFT against load and prompt length, and which parameters are datasheet-only.
+Exit status: 0, or 2 for an unknown accelerator or model, a model that does not fit, or a
+missing runs directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from gpufleet.commands.common import UsageError
+
+OBJECTIVES_MS = (200.0, 500.0, 1000.0, 2000.0)
+LOAD_SHARES = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
+PROMPTS = (128, 512, 1024, 2048, 4096)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "model",
+        help="the GPU performance model: validate it on io.net runs, or show a what-if",
+        description="A vLLM replica modelled from the GPU's datasheet and the model's shape, "
+        "with efficiencies fitted per GPU type on the io.net runs.",
+    )
+    sub = parser.add_subparsers(dest="model_command", metavar="SUBCOMMAND")
+    validate = sub.add_parser("validate", help="replay io.net runs: measured vs predicted")
+    validate.add_argument("--runs", type=Path, required=True, help="directory of *.json runs")
+    validate.add_argument("--output", choices=("table", "json"), default="table")
+    validate.set_defaults(func=main_validate)
+    show = sub.add_parser("show", help="capacity and P99 TTFT of one replica")
+    show.add_argument("--accelerator", required=True, help="e.g. H100-PCIe, RTX-4090, L40S")
+    show.add_argument("--model", required=True, help="Hugging Face id, e.g. Qwen/Qwen2.5-7B")
+    show.add_argument("--gpus", type=int, default=1, help="tensor-parallel GPUs (1)")
+    show.add_argument("--prompt-tokens", type=float, default=206.0, help="mean prompt (206)")
+    show.add_argument("--output-tokens", type=float, default=202.0, help="mean output (202)")
+    show.add_argument("--plot", type=Path, default=None, help="write a PNG here")
+    show.add_argument("--output", choices=("table", "json"), default="table")
+    show.set_defaults(func=main_show)
+    parser.set_defaults(func=lambda args: (parser.print_help(), 2)[1])
+
+
+def main_validate(args: argparse.Namespace) -> int:
+    from gpufleet.perf.ionet import METRICS, load_runs
+    from gpufleet.perf.validate import summary, validate
+
+    if not args.runs.is_dir():
+        print(f"error: --runs {args.runs}: not a directory", file=sys.stderr)
+        return 2
+    runs = load_runs(args.runs)
+    rows = validate(runs)
+    if args.output == "json":
+        print(json.dumps({"runs": [r.as_json() for r in rows]}, indent=2))
+        return 0
+    short = {
+        "p99TtftMs": "P99 TTFT",
+        "medianTtftMs": "med TTFT",
+        "medianTpotMs": "TPOT",
+        "outputTokensPerSecond": "out tok/s",
+    }
+    print(f"{'run':58} {'rate':>4} " + " ".join(f"{short[k]:>22}" for k in METRICS))
+    for r in rows:
+        name = f"{r.run.model.split('/')[-1][:34]} {r.run.gpus}x{r.run.gpu.split('-')[-1]}"
+        cells = []
+        for k in METRICS:
+            m, p = r.run.measured[k], r.predicted[k]
+            cells.append(f"{m:8.1f} {p:8.1f} {100 * r.error(k):+4.0f}%")
+        print(f"{name[:50]:50} L{r.run.line} {r.run.rate:4.0f} " + " ".join(cells))
+    for key, tol, share, target in summary(rows):
+        aim = f" (target {target:.0%})" if target is not None else ""
+        print(f"{key} within {tol:.0%}: {share:.0%} of {len(rows)} runs{aim}")
+    return 0
+
+
+def _replica(args: argparse.Namespace) -> Any:
+    from gpufleet.perf.calibration import calibration
+    from gpufleet.perf.hardware import gpu
+    from gpufleet.perf.models import model
+    from gpufleet.perf.roofline import Replica
+
+    try:
+        g, m = gpu(args.accelerator), model(args.model)
+    except KeyError as error:
+        raise UsageError(str(error.args[0])) from None
+    if args.gpus < 1:
+        raise UsageError("--gpus: must be at least 1")
+    cal = calibration(g.name)
+    replica = Replica(g, m, args.gpus, cal.efficiency)
+    if not replica.fits():
+        raise UsageError(
+            f"--model {m.name}: {m.weight_memory_bytes / 2**30:.1f} GiB of weights leave no "
+            f"KV cache on {args.gpus} x {g.name} ({g.memory_gib} GiB each)"
+        )
+    return replica, cal
+
+
+def show_data(args: argparse.Namespace) -> dict[str, Any]:
+    from gpufleet.perf.capacity import capacity_rps, p99_ttft_seconds
+
+    replica, cal = _replica(args)
+    p, o = args.prompt_tokens, args.output_tokens
+    caps = {f"{ms:.0f}": capacity_rps(replica, ms / 1e3, p, o) for ms in OBJECTIVES_MS}
+    top = max(caps.values()) or 1.0
+    load = [
+        {"rate": round(s * top, 3), "p99TtftMs": p99_ttft_seconds(replica, s * top, p, o) * 1e3}
+        for s in LOAD_SHARES
+    ]
+    half = 0.5 * (caps[f"{OBJECTIVES_MS[-1]:.0f}"] or top)
+    prompt = [
+        {
+            "promptTokens": n,
+            "rate": round(half, 3),
+            "p99TtftMs": p99_ttft_seconds(replica, half, n, o) * 1e3,
+        }
+        for n in PROMPTS
+        if n <= 8192
+    ]
+    eff = cal.efficiency
+    return {
+        "accelerator": replica.gpu.name,
+        "model": replica.model.name,
+        "gpus": replica.tp,
+        "meanPromptTokens": p,
+        "meanOutputTokens": o,
+        "kvCacheTokens": replica.kv_capacity_tokens(),
+        "weightsGiBPerGpu": round(replica.weight_bytes_per_gpu() / 2**30, 2),
+        "calibration": {
+            "measured": cal.measured,
+            "datasheetOnly": list(cal.datasheet_only),
+            "computeShareOfPeak": eff.compute,
+            "memoryShareOfPeak": eff.memory,
+            "linkShareOfPeak": eff.link,
+            "stepOverheadMs": eff.step_overhead_s * 1e3,
+            "apiOverheadMs": eff.api_overhead_s * 1e3,
+        },
+        "capacityRps": caps,
+        "p99TtftVsLoad": load,
+        "p99TtftVsPrompt": prompt,
+    }
+
+
+def main_show(args: argparse.Namespace) -> int:
+    try:
+        data = show_data(args)
+    except UsageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.plot is not None:
+        _plot(data, args.plot)
+    if args.output == "json":
+        print(json.dumps(data, indent=2))
+        return 0
+    cal = data["calibration"]
+    print(
+        f"{data['gpus']} x {data['accelerator']}, {data['model']}: "
+        f"{data['weightsGiBPerGpu']} GiB weights per GPU, KV cache {data['kvCacheTokens']} "
+        f"tokens; prompts ~{data['meanPromptTokens']:.0f}, outputs ~{data['meanOutputTokens']:.0f}"
+    )
+    if cal["measured"]:
+        only = ", ".join(cal["datasheetOnly"]) or "none"
+        print(f"calibration: measured: true (fitted on io.net runs); datasheet-only: {only}")
+    else:
+        print(
+            "calibration: measured: false: every parameter is a datasheet-only default: "
+            + ", ".join(cal["datasheetOnly"])
+        )
+    print(
+        "capacity (req/s) with P99 TTFT within: "
+        + ", ".join(f"{k} ms: {v:.2f}" for k, v in data["capacityRps"].items())
+    )
+    print("P99 TTFT against load:")
+    for row in data["p99TtftVsLoad"]:
+        print(f"  {row['rate']:8.2f} req/s  {row['p99TtftMs']:10.1f} ms")
+    print("P99 TTFT against mean prompt length (at half the 2 s capacity):")
+    for row in data["p99TtftVsPrompt"]:
+        print(
+            f"  {row['promptTokens']:6d} tokens  {row['rate']:6.2f} req/s  "
+            f"{row['p99TtftMs']:10.1f} ms"
+        )
+    return 0
+
+
+def _plot(data: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    load = data["p99TtftVsLoad"]
+    a.plot([r["rate"] for r in load], [r["p99TtftMs"] for r in load], marker="o")
+    a.set_xlabel("req/s")
+    a.set_ylabel("P99 TTFT (ms)")
+    a.set_yscale("log")
+    prompt = data["p99TtftVsPrompt"]
+    b.plot([r["promptTokens"] for r in prompt], [r["p99TtftMs"] for r in prompt], marker="o")
+    b.set_xlabel("mean prompt tokens")
+    b.set_yscale("log")
+    fig.suptitle(f"{data['gpus']} x {data['accelerator']}: {data['model']}")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,57 @@
+"""`gpufleet model validate` and `gpufleet model show`: the JSON shapes and the exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gpufleet.cli import main
+from tests.pools import SHARED_DATA
+
+pytestmark = pytest.mark.timeout(10)
+RUNS_DIR = SHARED_DATA / "iog-llm-inference-benchmarks"
+KEYS = {"p99TtftMs", "medianTtftMs", "medianTpotMs", "outputTokensPerSecond"}
+
+
+def test_validate_prints_every_run_measured_and_predicted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for name in (
+        "vllm_200prompts8qps_Meta-Llama-3-8B-Instruct_sharegpt_1xNVIDIA-H100-PCIe.json",
+        "vllm_200prompts1qps_DeepSeek-R1-Distill-Qwen-1.5B_sharegpt_1xNVIDIA-GeForce-RTX-4090.json",
+    ):
+        (tmp_path / name).symlink_to(RUNS_DIR / name)  # a link, not a copy of the data
+    assert main(["model", "validate", "--runs", str(tmp_path), "--output", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert len(data["runs"]) == 3  # the 4090 file holds two runs
+    for run in data["runs"]:
+        assert set(run) == {"file", "line", "gpu", "gpus", "model", "rate", "measured", "predicted"}
+        assert set(run["measured"]) == KEYS and set(run["predicted"]) == KEYS
+        assert all(v > 0 for v in run["predicted"].values())
+    assert [r["line"] for r in data["runs"] if "4090" in r["gpu"]] == [1, 2]
+
+
+def test_validate_refuses_a_missing_directory(tmp_path: Path) -> None:
+    assert main(["model", "validate", "--runs", str(tmp_path / "none")]) == 2
+
+
+def test_show_says_an_uncalibrated_gpu_is_datasheet_only(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    args = ["model", "show", "--accelerator", "L40S", "--model", "Qwen/Qwen2.5-7B-Instruct"]
+    assert main([*args, "--output", "json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["calibration"]["measured"] is False
+    assert "compute" in data["calibration"]["datasheetOnly"]
+    caps = data["capacityRps"]
+    assert caps["2000"] >= caps["200"] > 0
+    loads = [row["p99TtftMs"] for row in data["p99TtftVsLoad"]]
+    assert loads[0] <= loads[-1]
+
+
+def test_show_refuses_a_model_that_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["model", "show", "--accelerator", "RTX-4090", "--model", "Qwen/Qwen2.5-72B-Instruct"]
+    assert main(args) == 2
+    assert "no KV cache" in capsys.readouterr().err

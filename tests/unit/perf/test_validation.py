@@ -1,0 +1,72 @@
+"""A few io.net runs replayed with the stored calibration: the model is near the measurement."""
+
+from __future__ import annotations
+
+import pytest
+
+from gpufleet.perf.calibration import DEFAULT, FITTED
+from gpufleet.perf.ionet import load_runs
+from gpufleet.perf.validate import validate
+from gpufleet.perf.vidur import compare
+from tests.pools import SHARED_DATA
+
+pytestmark = pytest.mark.timeout(10)
+RUNS = load_runs(SHARED_DATA / "iog-llm-inference-benchmarks")
+
+
+def _pick(model: str, gpu: str, gpus: int, rate: float) -> list[object]:
+    return [
+        r for r in RUNS if model in r.model and gpu in r.gpu and r.gpus == gpus and r.rate == rate
+    ]
+
+
+@pytest.mark.parametrize(
+    ("model", "gpu", "gpus", "rate"),
+    [
+        ("Meta-Llama-3-8B", "H100", 1, 1.0),
+        ("Meta-Llama-3-8B", "4090", 1, 8.0),
+        ("Qwen-14B", "H100", 1, 4.0),
+    ],
+)
+def test_single_gpu_runs_are_replayed_within_loose_bounds(
+    model: str, gpu: str, gpus: int, rate: float
+) -> None:
+    rows = validate(_pick(model, gpu, gpus, rate))  # type: ignore[arg-type]
+    assert rows
+    for row in rows:
+        assert abs(row.error("medianTpotMs")) < 0.25
+        assert abs(row.error("outputTokensPerSecond")) < 0.25
+        assert abs(row.error("medianTtftMs")) < 0.5
+
+
+def test_the_vidur_comparison_covers_both_gpus_and_stays_within_a_factor_of_two() -> None:
+    points = compare(
+        SHARED_DATA / "vidur-profiling",
+        {"H100-SXM": FITTED.get("H100-PCIe", DEFAULT), "A100-80GB": DEFAULT},
+        tokens=(1, 512, 4096),
+    )
+    assert {p.gpu for p in points} == {"H100-SXM", "A100-80GB"}
+    assert all(0.5 < p.predicted_ms / p.measured_ms < 2.0 for p in points if p.tokens >= 512)
+
+
+def test_server_sessions_from_the_files_dates() -> None:
+    # Every io.net server ran 32, 16, 8, 4, 1 req/s in that order: the 32 req/s run is the
+    # first on its server, every other run follows one on the same server.
+    assert all(r.follows == (r.rate != 32.0) for r in RUNS)
+
+
+def test_a_following_run_finds_its_prompts_cached_when_the_cache_holds_a_run() -> None:
+    from dataclasses import replace
+
+    from gpufleet.perf.replay import cached_prompt_tokens, replica_for
+    from gpufleet.perf.workload import sharegpt_lengths
+
+    (h100,) = _pick("Meta-Llama-3-8B", "H100", 1, 1.0)  # 445k tokens of cache
+    (rtx,) = _pick("Meta-Llama-3-8B", "4090", 1, 1.0)  # 47k: less than one run
+    prompts, _ = sharegpt_lengths(200, h100.mean_prompt, h100.mean_output)  # type: ignore[attr-defined]
+    hits = cached_prompt_tokens(h100, replica_for(h100, FITTED["H100-PCIe"]), prompts)  # type: ignore[arg-type]
+    assert (hits == (prompts - 1) // 16 * 16).all()
+    first = replace(h100, follows=False)  # type: ignore[type-var]
+    assert not cached_prompt_tokens(first, replica_for(first, FITTED["H100-PCIe"]), prompts).any()
+    small = cached_prompt_tokens(rtx, replica_for(rtx, FITTED["RTX-4090"]), prompts)  # type: ignore[arg-type]
+    assert not small.any()
