@@ -134,11 +134,13 @@ TIERS = {
     ),
 }
 WEIGHTS = {"realtime": {"h100": 100, "rtx4090": 0}, "batch": {"h100": 20, "rtx4090": 80}}
-# The queues' tokens over the pools' 5 s interval: each waiting request carries the tokens
-# per request its tier serves (400), and realtime's demand is known from its share of h100.
-BACKLOG_TOKENS_PER_SECOND = sum(
-    t.waiting * (t.prompt_rate + t.generation_rate) / t.request_rate / 5 for t in TIERS.values()
-)
+# The queues' tokens, each class's share of them: a tier's waiting requests split by the
+# classes' shares of its traffic (h100: realtime 1000 and batch 20% of 5000 tok/s, half
+# each; rtx4090: batch alone), each priced at its class's mean size (200 + 200 tokens).
+BACKLOG_TOKENS = {
+    "realtime": TIERS["h100"].waiting * 0.5 * 400,
+    "batch": TIERS["h100"].waiting * 0.5 * 400 + TIERS["rtx4090"].waiting * 400,
+}
 
 
 @dataclass
@@ -274,9 +276,10 @@ def test_class_demand_is_inferred_from_tier_rates_and_live_weights(fleet: Fleet)
     realtime, batch = seen.demand["realtime"], seen.demand["batch"]
     assert realtime is not None and batch is not None
     assert realtime.tokens_per_second == pytest.approx(1000.0, rel=0.05)
-    # Served tokens plus the queued requests' tokens, spread over one interval (5 s): a
-    # saturated tier reports what it serves, not what is asked of it.
-    assert batch.tokens_per_second == pytest.approx(5000.0 + BACKLOG_TOKENS_PER_SECOND, rel=0.05)
+    # Served tokens are the demand; the queued requests are each class's backlog, drained
+    # once by the planner rather than planned for every interval.
+    assert batch.tokens_per_second == pytest.approx(5000.0, rel=0.05)
+    assert seen.backlog_tokens == {c: pytest.approx(v, rel=0.05) for c, v in BACKLOG_TOKENS.items()}
     # Each class's worst tier: realtime sees the H100's P99, batch the 4090's.
     assert seen.ttft_p99_seconds["realtime"] == pytest.approx(expected_p99(H100_TTFT), rel=0.02)
     assert seen.ttft_p99_seconds["batch"] == pytest.approx(expected_p99(RTX_TTFT), rel=0.02)
@@ -294,7 +297,8 @@ def test_a_class_demand_query_is_used_when_set(fleet: Fleet) -> None:
     assert realtime.prompt_tokens_per_second == pytest.approx(500.0, rel=0.05)
     batch = seen.demand["batch"]
     assert batch is not None
-    assert batch.tokens_per_second == pytest.approx(5000.0 + BACKLOG_TOKENS_PER_SECOND, rel=0.05)
+    assert batch.tokens_per_second == pytest.approx(5000.0, rel=0.05)
+    assert seen.backlog_tokens == {c: pytest.approx(v, rel=0.05) for c, v in BACKLOG_TOKENS.items()}
 
 
 def test_a_broken_demand_query_leaves_that_class_unknown_not_the_pool(fleet: Fleet) -> None:
