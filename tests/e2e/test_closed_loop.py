@@ -439,18 +439,30 @@ def test_budget_below_demand_serves_realtime_first_and_never_overspends(
             12 * loop.interval,
         )
         t_short = timeline.mark("InsufficientCapacity")
-        timeline.after(short.at + 3 * loop.interval, "three more intervals", 50)
+        # Both classes stepped up at once, so the budget-limited plan may first lend batch
+        # some of the h100 tier that realtime's rising demand then needs back: realtime is
+        # back within its objective, and holds it, within the stated recovery bound.
+        back = timeline.wait(
+            "realtime P99 within 100 ms",
+            lambda s: p99(s, "realtime") <= REALTIME_MS,
+            RECOVERY_INTERVALS * loop.interval,
+            since=short.at,
+            hold=HOLD_SECONDS,
+        )
+        t_back = timeline.mark("realtime within objective")
+        timeline.after(back.at + 3 * loop.interval, "three more intervals", 50)
         samples = list(timeline.samples)
 
     realtime = prometheus_p99_ms(loop, namespace, "realtime", 30)
     batch = prometheus_p99_ms(loop, namespace, "batch", 30)
-    rt_truth = loop.twin.window(namespace, name, "realtime", t_short)
+    rt_truth = loop.twin.window(namespace, name, "realtime", t_back)
     batch_truth = loop.twin.window(namespace, name, "batch", t_short)
     print(
         f"Under a ${budget:.2f}/h budget: {' '.join(map(str, short.tiers))} at "
-        f"${short.cost_per_hour}/h; P99 over the last 30 s realtime {realtime:.0f} ms, batch "
-        f"{batch:.0f} ms; within objective since: realtime {rt_truth.attainment:.1%}, "
-        f"batch {batch_truth.attainment:.1%}"
+        f"${short.cost_per_hour}/h; realtime within objective {back.at - short.at:.0f} s after "
+        f"InsufficientCapacity; P99 over the last 30 s realtime {realtime:.0f} ms, batch "
+        f"{batch:.0f} ms; within objective: realtime {rt_truth.attainment:.1%} since it was "
+        f"back, batch {batch_truth.attainment:.1%} since InsufficientCapacity"
     )
     for s in samples:  # the budget is never exceeded, by status or by what runs
         assert s.cost_per_hour is None or s.cost_per_hour <= budget + 1e-9, s
