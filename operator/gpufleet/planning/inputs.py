@@ -53,9 +53,6 @@ class Inputs:
         """Dollars per replica-hour per tier."""
         return {t.name: t.price_per_replica_hour for t in self.tiers}
 
-    def tier(self, name: str) -> Tier:
-        return next(t for t in self.tiers if t.name == name)
-
     def seen(self, tier: str) -> TierObservation:
         return self.observation.tiers.get(tier) or TierObservation(name=tier)
 

@@ -35,10 +35,6 @@ class ScaleDecision:
     # one lower, the newest last (TierStatus.recommendations).
     window: tuple[tuple[datetime, int], ...] = ()
 
-    @property
-    def pending(self) -> bool:
-        return self.scale_down_since is not None
-
 
 MAX_WINDOW = 64  # TierStatus.recommendations' bound
 
