@@ -25,6 +25,7 @@ from gpufleet.dev.loadstory import ClassLoad
 from gpufleet.dev.loop import loop_processes
 from gpufleet.dev.operator import OperatorProcess
 from gpufleet.dev.prometheus import PrometheusServer, free_port
+from gpufleet.dev.tools import prometheus_binary
 from gpufleet.dev.twin import FleetTwin
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -89,13 +90,20 @@ class Loop:
 
 
 @contextlib.contextmanager
-def closed_loop(plane: Any, work: Path) -> Iterator[Loop]:
-    """Prometheus (1 s scrapes, a fixed port so it can come back), twin, operator."""
+def closed_loop(plane: Any, work: Path, prometheus_major: int = 2) -> Iterator[Loop]:
+    """Prometheus of that major (1 s scrapes, a fixed port so it can come back), twin,
+    operator."""
     from tests.harness import install_crd
 
     api = plane.api_client()
     install_crd(api)
-    processes = loop_processes(plane, work, scrape_interval_seconds=1, prometheus_port=free_port())
+    processes = loop_processes(
+        plane,
+        work,
+        scrape_interval_seconds=1,
+        prometheus_port=free_port(),
+        prometheus_binary=prometheus_binary(prometheus_major),
+    )
     try:
         with processes as running:
             operator = running.operator

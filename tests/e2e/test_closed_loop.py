@@ -24,6 +24,7 @@ from kubernetes import client
 
 from gpufleet.dev import nodes
 from gpufleet.dev.fleetview import P99_WINDOW_SECONDS, Sample
+from gpufleet.dev.tools import PROMETHEUS_MAJORS
 from tests.e2e.loop import Loop, Timeline, closed_loop
 from tests.harness import get_pool, wait_for
 
@@ -42,9 +43,13 @@ LEAVING = ["rtx4090-0", "rtx4090-1", "rtx4090-2", "rtx4090-7"]  # 13 of the 19 R
 PRICE = {"h100": 2.0, "rtx4090": 0.25}
 
 
-@pytest.fixture(scope="module")
-def loop(plane: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Loop]:
-    with closed_loop(plane, Path(tmp_path_factory.mktemp("loop"))) as running:
+@pytest.fixture(scope="module", params=PROMETHEUS_MAJORS, ids=lambda m: f"prometheus{m}")
+def loop(
+    plane: Any, tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[Loop]:
+    """The closed loop on each Prometheus major clusters run (Debian's 2, our build of 3)."""
+    work = Path(tmp_path_factory.mktemp(f"loop-prometheus{request.param}"))
+    with closed_loop(plane, work, prometheus_major=request.param) as running:
         yield running
 
 

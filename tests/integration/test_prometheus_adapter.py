@@ -9,8 +9,10 @@ relabeling would label real pods (gpufleet_dev_pool, gpufleet_dev_tier, namespac
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -30,6 +32,7 @@ from prometheus_client.core import (
 from gpufleet.adapters.prometheus import PrometheusMetrics
 from gpufleet.api.types import InferencePool
 from gpufleet.dev.prometheus import PrometheusServer, ScrapeGroup, free_port
+from gpufleet.dev.tools import PROMETHEUS_MAJORS, prometheus_binary
 from gpufleet.planning.observed import ClassObservations, observe_classes
 from gpufleet.planning.records import MetricsReading, MetricsState
 from tests.pools import pool, tier, traffic_class
@@ -180,8 +183,9 @@ def _serve(collector: Any, *, text_only: bool = False) -> tuple[str, Any]:
     return f"127.0.0.1:{port}", text_server
 
 
-@pytest.fixture(scope="module")
-def fleet() -> Iterator[Fleet]:
+@pytest.fixture(scope="module", params=PROMETHEUS_MAJORS, ids=lambda m: f"prometheus{m}")
+def fleet(request: pytest.FixtureRequest) -> Iterator[Fleet]:
+    """The fake fleet scraped by each Prometheus major (Debian's 2, our build of 3)."""
     servers = []
     groups = []
     for name, fake in TIERS.items():
@@ -195,7 +199,9 @@ def fleet() -> Iterator[Fleet]:
     target, server = _serve(Gateway({"realtime": 1000.0, "batch": 5000.0}))
     servers.append(server)
     groups.append(ScrapeGroup([target], {"job_role": "gateway"}))
-    prometheus = PrometheusServer(scrape_interval_seconds=1)
+    prometheus = PrometheusServer(
+        scrape_interval_seconds=1, binary=prometheus_binary(request.param)
+    )
     prometheus.start()
     try:
         prometheus.set_targets(groups)
@@ -247,6 +253,14 @@ def now() -> datetime:
 def classes_of(pool_: InferencePool, reading: MetricsReading) -> ClassObservations:
     """What the operator makes of the reading per class (as gpufleet.observe.observe)."""
     return observe_classes(pool_.spec, pool_.status, reading.tiers, reading.demand_queries)
+
+
+def test_each_major_is_the_prometheus_it_says(fleet: Fleet, request: pytest.FixtureRequest) -> None:
+    """The parametrization is real: the server answering is of the major in the test id."""
+    major = request.node.callspec.params["fleet"]
+    with urllib.request.urlopen(f"{fleet.prometheus.url}/api/v1/status/buildinfo") as answer:
+        version = json.load(answer)["data"]["version"]
+    assert version.split(".")[0] == str(major), version
 
 
 def test_reads_every_tier_metric_by_the_relabelled_pod_labels(fleet: Fleet) -> None:

@@ -33,17 +33,20 @@ def loop_processes(
     scrape_interval_seconds: float,
     seed: int = 0,
     prometheus_port: int | None = None,
+    prometheus_binary: Path | None = None,
 ) -> Iterator[LoopProcesses]:
     """Start Prometheus, the twin and the operator on `plane`; stop them in reverse order.
 
     `prometheus_port` fixes Prometheus's port, so that a stopped Prometheus can come back
-    where the operator looks for it.
+    where the operator looks for it; `prometheus_binary` picks the server (default:
+    Debian's, `gpufleet.dev.tools.ensure_prometheus`).
     """
     with contextlib.ExitStack() as stack:
         prometheus = PrometheusServer(
             scrape_interval_seconds=scrape_interval_seconds,
             work_dir=work / "prometheus",
             port=prometheus_port,
+            binary=prometheus_binary,
         )
         stack.callback(prometheus.stop)
         prometheus.start()

