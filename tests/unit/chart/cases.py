@@ -29,6 +29,16 @@ CASES: dict[str, dict[str, Any]] = {
             "labels": {"release": "kube-prometheus-stack"},
         }
     },
+    "alerts": {
+        "serviceMonitor": {"enabled": True},
+        "alerts": {
+            "enabled": True,
+            "labels": {"release": "kube-prometheus-stack"},
+            "pageSeverity": "page",
+            "ticketSeverity": "ticket",
+            "additionalLabels": {"team": "ml-platform"},
+        },
+    },
     "crds-disabled": {"crds": {"enabled": False}},
     "crds-not-kept": {"crds": {"keep": False}},
     "single-replica-without-leader-election": {
