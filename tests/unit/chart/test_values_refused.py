@@ -45,6 +45,11 @@ SCHEMA_REFUSES = [
         {"alerts": {"enabled": True, "pageSeverity": "wake me"}},
         "/alerts/pageSeverity",
     ),
+    Refused(
+        "dashboard-label-not-a-string",
+        {"grafana": {"dashboards": {"enabled": True, "labels": {"grafana_dashboard": 1}}}},
+        "/grafana/dashboards/labels/grafana_dashboard",
+    ),
     Refused("unknown-alerts-key", {"alerts": {"runbook": "x"}}, "'runbook' not allowed"),
     Refused(
         "memory-not-a-quantity",

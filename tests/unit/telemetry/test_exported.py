@@ -3,54 +3,17 @@ rendering `promtool check metrics` accepts (names, units, HELP)."""
 
 import shutil
 import subprocess
-from datetime import UTC, datetime
 
 import pytest
 from prometheus_client import generate_latest
 
-from gpufleet.api.types import InferencePool
-from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
-from gpufleet.reconcile import Reconciler
+from gpufleet.planning.records import MetricsReading, MetricsState
+from tests.exported import AVAILABLE, Readings, run_passes
 from tests.fakes import FakeKube
-from tests.planners import minimum_plan
-from tests.pools import load_example
 
-NOW = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
+pytestmark = pytest.mark.timeout(10)
 
-
-class Readings:
-    """A metrics source that answers what the test sets (the adapter's output type)."""
-
-    def __init__(self, reading: MetricsReading) -> None:
-        self.reading = reading
-
-    def read(self, pool: InferencePool, now: datetime) -> MetricsReading:
-        return self.reading
-
-
-AVAILABLE = MetricsReading(
-    MetricsState.AVAILABLE,
-    tiers={
-        "h100": TierMetrics(
-            ttft_p99_seconds=0.09,
-            prompt_tokens_per_second=800.0,
-            generation_tokens_per_second=200.0,
-            requests_per_second=4.0,
-            ttft_fraction_above={0.08: 0.03, 0.1: 0.004, 2.0: 0.0},
-        ),
-    },
-)
-
-
-def _passes(reading: MetricsReading, count: int = 2) -> tuple[FakeKube, Reconciler]:
-    kube = FakeKube()
-    reconciler = Reconciler(kube, Readings(reading), minimum_plan, kube.telemetry, lambda: NOW)
-    kube.add_pool(load_example())
-    for _ in range(count):
-        body = kube.get_pool("default", "llama3-8b")
-        assert body is not None
-        reconciler.reconcile(body)
-    return kube, reconciler
+_passes = run_passes
 
 
 def _value(kube: FakeKube, name: str, **labels: str) -> float | None:
@@ -65,7 +28,7 @@ def test_a_pass_exports_objective_observed_attainment_and_fleet_per_class_and_ti
     cls = "gpufleet_pool_class_"
     assert _value(kube, cls + "objective_ttft_seconds", traffic_class="realtime") == 0.1
     assert _value(kube, cls + "objective_ttft_seconds", traffic_class="batch") == 2.0
-    # minimum_plan sends every class to h100: realtime's share within 100 ms is exact.
+    # The plan sends every class to h100: realtime's share within 100 ms is exact.
     assert _value(kube, cls + "attainment_ratio", traffic_class="realtime") == pytest.approx(0.996)
     assert _value(kube, cls + "attainment_exact", traffic_class="realtime") == 1.0
     assert _value(kube, cls + "attainment_ratio", traffic_class="batch") == pytest.approx(1.0)
@@ -75,6 +38,9 @@ def test_a_pass_exports_objective_observed_attainment_and_fleet_per_class_and_ti
     assert _value(kube, "gpufleet_pool_objective_cost_per_million_tokens_dollars") == 0.10
     assert _value(kube, "gpufleet_pool_objective_cost_per_hour_dollars") == 40.0
     assert _value(kube, "gpufleet_pool_metrics_available") == 1.0
+    assert _value(kube, cls + "demand_tokens_per_second", traffic_class="batch") == 500
+    assert _value(kube, "gpufleet_pool_cost_per_million_tokens_dollars") == pytest.approx(0.5556)
+    assert _value(kube, "gpufleet_pool_tier_lead_time_seconds", tier="h100") == 76
     assert _value(kube, "gpufleet_pool_condition", type="MetricsAvailable", reason="MetricsFound")
 
 
