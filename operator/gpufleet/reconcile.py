@@ -23,6 +23,7 @@ from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired import manifests
+from gpufleet.desired.rollout import bucket_events
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
@@ -173,7 +174,8 @@ class Reconciler:
         records = (
             events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
         )
-        for record in records:
+        rolled = bucket_events(pool, children.deployments, applied)
+        for record in [*records, *rolled]:
             self._emit(body, record)
         if records and any(r.reason == plan.reason for r in records):
             self.telemetry.decisions.labels(plan.reason).inc()
@@ -182,7 +184,7 @@ class Reconciler:
             status_written=patch is not None,
             applied=tuple(applied),
             deleted=tuple(deleted),
-            events=tuple(records),
+            events=tuple([*records, *rolled]),
             plan=plan,
             failure=failure,
         )
