@@ -38,9 +38,9 @@ verify: generate lint typecheck ## Regenerate and fail if anything changed; lint
 	@git diff --exit-code -- crds charts docs || (echo "Generated files are stale: run make generate and commit." && exit 1)
 
 .PHONY: tools
-tools: install ## Build (or reuse the cached) control plane and helm; install Prometheus and kubectl
+tools: install ## Build (or reuse the cached) control plane, helm and actionlint; install Prometheus and kubectl
 	bash tests/cluster/build.sh >/dev/null
-	$(PY) -c 'from gpufleet.dev import tools; tools.ensure_prometheus(); print("kubectl", tools.kubectl()); print("helm", tools.helm())'
+	$(PY) -c 'from gpufleet.dev import tools; tools.ensure_prometheus(); print("kubectl", tools.kubectl()); print("helm", tools.helm()); print("actionlint", tools.actionlint())'
 
 .PHONY: unit
 unit: install ## Unit tests only (pure, seconds)

@@ -16,6 +16,7 @@ from pathlib import Path
 
 __all__ = [
     "ToolError",
+    "actionlint",
     "cluster_binary",
     "cluster_build_dir",
     "ensure_prometheus",
@@ -82,6 +83,23 @@ def cluster_binary() -> Path:
 def helm() -> Path:
     """helm v4 from our Go build (a symlink to the multi-call binary, so argv[0] is `helm`)."""
     return cluster_build_dir() / "helm"
+
+
+@functools.cache
+def actionlint() -> Path:
+    """actionlint built from its Go module (tools/actionlint, cached by its build script)."""
+    script = repo_root() / "tools" / "actionlint" / "build.sh"
+    if shutil.which("go") is None:
+        raise ToolError("The Go toolchain is needed to build actionlint (go not on PATH)")
+    result = subprocess.run(
+        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ToolError(f"{script} failed with exit code {result.returncode}")
+    path = Path(result.stdout.strip().splitlines()[-1])
+    if not path.is_file():
+        raise ToolError(f"{script} printed {path}, which is not a file")
+    return path
 
 
 def gateway_api_crd_dir() -> Path:
