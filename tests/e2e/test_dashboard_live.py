@@ -1,6 +1,7 @@
-"""The chart's dashboard on the closed loop: the loop's Prometheus scrapes the real
-operator's /metrics while the fleet twin serves a pool's load, and every panel's query
-(and each variable's) answers with that pool's series."""
+"""The chart's dashboard and alerts on the closed loop: the loop's Prometheus scrapes the
+real operator's /metrics while the fleet twin serves a pool's load; every panel's query
+(and each variable's) answers with that pool's series, and every rule of the chart's
+PrometheusRule parses there, its leader-only attainment finding the pool's classes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 from gpufleet.dev.prometheus import ScrapeGroup
 from tests.dashboard import render_dashboard, unanswered, variable_values
 from tests.e2e.loop import Loop, closed_loop
+from tests.unit.chart.helm import Helm, documents, find, find_helm, write_values
 
 pytestmark = [pytest.mark.cluster, pytest.mark.prometheus, pytest.mark.timeout(300)]
 
@@ -45,5 +47,25 @@ def test_every_dashboard_query_answers_on_the_live_loop(
         assert empty == [], "queries that found nothing for the live pool"
         found = variable_values(loop.prometheus, dashboard, namespace)
         assert found["pool"] == [name] and namespace in found["namespace"]
+        rules = _rules(tmp_path)
+        for rule in rules.values():
+            loop.prometheus.query(rule)  # refused (HTTPError) unless it parses
+        classes = loop.prometheus.query(rules["gpufleet:pool_class_attainment_ratio"])
+        mine = {
+            s["metric"]["traffic_class"]
+            for s in classes
+            if s["metric"].get("namespace") == namespace and s["metric"].get("pool") == name
+        }
+        assert mine == {"realtime", "batch"}
     finally:
         loop.twin.set_load(namespace, name, None)
+
+
+def _rules(work: Path) -> dict[str, str]:
+    """Each rule's expression (by its record or alert name) as the chart renders them."""
+    helm = Helm(find_helm(), work / "helm-home")
+    values = write_values(work / "values.yaml", {"alerts": {"enabled": True}})
+    rule = find(documents(helm.template(values)), "PrometheusRule")
+    return {
+        r.get("record") or r["alert"]: r["expr"] for g in rule["spec"]["groups"] for r in g["rules"]
+    }
