@@ -38,10 +38,10 @@ verify: generate lint typecheck ## Regenerate and fail if anything changed; lint
 	@git diff --exit-code -- crds charts docs || (echo "Generated files are stale: run make generate and commit." && exit 1)
 
 .PHONY: tools
-tools: install ## Build (or reuse the cached) control plane, helm and Prometheus 3; install Prometheus 2 and kubectl
+tools: install ## Build (or reuse the cached) control plane, helm, Prometheus 3 and actionlint; install Prometheus 2 and kubectl
 	bash tests/cluster/build.sh >/dev/null
 	bash tests/prometheus3/build.sh >/dev/null
-	$(PY) -c 'from gpufleet.dev import tools; tools.ensure_prometheus(); print("kubectl", tools.kubectl()); print("helm", tools.helm())'
+	$(PY) -c 'from gpufleet.dev import tools; tools.ensure_prometheus(); print("kubectl", tools.kubectl()); print("helm", tools.helm()); print("actionlint", tools.actionlint())'
 
 .PHONY: unit
 unit: install ## Unit tests only (pure, seconds)

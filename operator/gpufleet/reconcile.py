@@ -23,9 +23,11 @@ from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired import manifests
+from gpufleet.desired.rollout import bucket_events
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
+from gpufleet.poolmetrics import export_pool
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -172,16 +174,17 @@ class Reconciler:
         records = (
             events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
         )
-        for record in records:
+        rolled = bucket_events(pool, children.deployments, applied)
+        for record in [*records, *rolled]:
             self._emit(body, record)
         if records and any(r.reason == plan.reason for r in records):
             self.telemetry.decisions.labels(plan.reason).inc()
-        self._export(pool, status)
+        export_pool(self.telemetry, pool, status, observation)
         return PassResult(
             status_written=patch is not None,
             applied=tuple(applied),
             deleted=tuple(deleted),
-            events=tuple(records),
+            events=tuple([*records, *rolled]),
             plan=plan,
             failure=failure,
         )
@@ -400,21 +403,3 @@ class Reconciler:
             self.kube.emit_event(body, record.type, record.reason, record.message)
         except ApiException as error:  # an Event is best effort; the status has the truth
             log.warning("Failed to post event %s: %s", record.reason, error.reason)
-
-    def _export(self, pool: InferencePool, status: InferencePoolStatus) -> None:
-        ns, name = pool.metadata.namespace, pool.metadata.name
-        for tier in status.tiers:
-            self.telemetry.replicas.labels(ns, name, tier.name, "desired").set(
-                tier.desired_replicas
-            )
-            self.telemetry.replicas.labels(ns, name, tier.name, "ready").set(tier.ready_replicas)
-            self.telemetry.replicas.labels(ns, name, tier.name, "unschedulable").set(
-                tier.unschedulable_replicas
-            )
-        for traffic_class in status.classes:
-            for weight in traffic_class.weights:
-                self.telemetry.weights.labels(ns, name, traffic_class.name, weight.tier).set(
-                    weight.weight
-                )
-        if status.cost_per_hour is not None:
-            self.telemetry.cost.labels(ns, name).set(float(status.cost_per_hour))

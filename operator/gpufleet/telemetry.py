@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+CLASS_LABELS = ["namespace", "pool", "traffic_class"]
+
 
 class Telemetry:
     """Counters, histograms and gauges the reconciler and the adapters update."""
@@ -41,7 +43,8 @@ class Telemetry:
         )
         self.replicas = Gauge(
             "gpufleet_pool_replicas",
-            "Replicas per pool and tier: desired, ready, unschedulable.",
+            "Replicas per pool and tier, by state: desired, ready, starting (scheduled, not "
+            "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve).",
             ["namespace", "pool", "tier", "state"],
             registry=self.registry,
         )
@@ -57,6 +60,45 @@ class Telemetry:
             ["namespace", "pool"],
             registry=self.registry,
         )
+        pool, tier, cls = ["namespace", "pool"], ["namespace", "pool", "tier"], CLASS_LABELS
+        gauges = (
+            ("class_objective", "gpufleet_pool_class_objective_ttft_seconds", cls,
+             "The class's P99 time-to-first-token objective."),
+            ("class_ttft", "gpufleet_pool_class_ttft_p99_seconds", cls,
+             "Observed P99 time to first token of the class (worst tier it is sent to)."),
+            ("class_attainment", "gpufleet_pool_class_attainment_ratio", cls,
+             "Share of the class's first tokens within its objective over the last metrics "
+             "window (0-1; the objective asks for 0.99)."),
+            ("class_attainment_exact", "gpufleet_pool_class_attainment_exact", cls,
+             "1 when the attainment was read at a TTFT bucket bound equal to the objective, "
+             "0 when it was interpolated between two bounds."),
+            ("class_demand", "gpufleet_pool_class_demand_tokens_per_second", cls,
+             "Demand of the class the operator planned for (prompt plus generated)."),
+            ("cost_per_mtok", "gpufleet_pool_cost_per_million_tokens_dollars", pool,
+             "Cost per million tokens served at the desired replicas."),
+            ("target_per_mtok", "gpufleet_pool_objective_cost_per_million_tokens_dollars", pool,
+             "The pool's maxCostPerMillionTokens objective."),
+            ("target_per_hour", "gpufleet_pool_objective_cost_per_hour_dollars", pool,
+             "The pool's maxHourlyCost budget."),
+            ("reserve_cost", "gpufleet_pool_reserve_cost_per_hour_dollars", pool,
+             "Cost per hour of the replicas held as burst reserve."),
+            ("tier_ttft", "gpufleet_pool_tier_ttft_p99_seconds", tier,
+             "Observed P99 time to first token of the tier over the last metrics window."),
+            ("tier_tokens", "gpufleet_pool_tier_tokens_per_second", tier,
+             "Observed throughput of the tier, prompt plus generated tokens per second."),
+            ("lead_time", "gpufleet_pool_tier_lead_time_seconds", tier,
+             "Learned time from a replica's pod created to Ready: what a scale-up takes."),
+            ("capacity_factor", "gpufleet_pool_tier_capacity_factor_ratio", tier,
+             "A replica's estimated capacity over its profile's (feedback; 1 = the profile)."),
+            ("metrics_available", "gpufleet_pool_metrics_available", pool,
+             "1 when the pool's vLLM metrics were read and fresh this pass, else 0."),
+            ("condition", "gpufleet_pool_condition", [*pool, "type", "reason"],
+             "The pool's conditions: 1 when True, 0 when False or Unknown, with the reason."),
+        )  # fmt: skip
+        self.pool_gauges: dict[str, Gauge] = {
+            key: Gauge(name, doc, labels, registry=self.registry)
+            for key, name, labels, doc in gauges
+        }
         self.leader = Gauge(
             "gpufleet_leader",
             "1 while this process holds the leader Lease and acts, 0 while it stands by.",
@@ -74,7 +116,7 @@ class Telemetry:
 
     def forget_pool(self, namespace: str, pool: str) -> None:
         """Drop a deleted pool's gauges so /metrics does not show ghosts."""
-        for gauge in (self.replicas, self.weights, self.cost):
+        for gauge in (self.replicas, self.weights, self.cost, *self.pool_gauges.values()):
             for labels in list(_label_sets(gauge)):
                 if labels.get("namespace") == namespace and labels.get("pool") == pool:
                     gauge.remove(*labels.values())

@@ -89,6 +89,7 @@ class Reason(StrEnum):
     BUDGET_LIMITED = "BudgetLimited"
     TRAFFIC_MOVED = "TrafficMoved"
     AWAITING_READY = "AwaitingReady"
+    HISTOGRAM_BUCKETS_CHANGED = "HistogramBucketsChanged"
 
 
 class Condition(StatusModel):

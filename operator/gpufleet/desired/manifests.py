@@ -7,7 +7,9 @@ states only the fields gpufleet owns; whatever the apiserver defaults is left al
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -23,6 +25,7 @@ from gpufleet.api.constants import (
     VLLM_PORT,
 )
 from gpufleet.api.types import InferencePool, ResourceList, Tier, TrafficClass
+from gpufleet.desired.sli import sli_buckets
 
 Manifest = dict[str, Any]
 
@@ -89,10 +92,44 @@ def _metadata(pool: InferencePool, name: str, tier: Tier | None) -> dict[str, An
     }
 
 
+# vLLM's --custom-histogram-buckets (vllm/config/observability.py in 0.33.0): a JSON map of
+# bucket family to bounds, a family's list replacing its defaults. Verified in vLLM 0.33.0;
+# an image whose tag names an older or no vLLM version does not get it, as an unknown
+# flag stops vLLM at start.
+BUCKETS_FLAG = "--custom-histogram-buckets"
+BUCKETS_SINCE = (0, 33)
+_VLLM_TAG = re.compile(r"vllm[^:/@]*:v?(\d+)\.(\d+)(?:\.\d+)?(?:[-.+][^@]*)?(?:@.*)?$")
+
+
+def ttft_buckets(pool: InferencePool) -> list[float] | None:
+    """The TTFT bucket bounds gpufleet asks the pool's vLLM for: vLLM's defaults plus a bound
+    at each class objective, so each class's attainment is read at its objective exactly
+    (gpufleet.desired.sli). None where the image may not know the flag, or where extraArgs
+    set the buckets themselves (theirs win)."""
+    image = pool.spec.model.image or DEFAULT_IMAGE
+    version = _VLLM_TAG.search(image)
+    if version is None or (int(version[1]), int(version[2])) < BUCKETS_SINCE:
+        return None
+    flag = BUCKETS_FLAG.removeprefix("--")
+    if any(
+        re.match(f"^--?{flag.replace('-', '[-_]')}([= ]|$)", a) for a in pool.spec.model.extra_args
+    ):
+        return None
+    # Every tier gets every objective: overflow may send any class to any tier, and one
+    # set of bounds for the pool makes one rollout when an objective changes.
+    return sli_buckets(c.objective_seconds for c in pool.spec.traffic_classes)
+
+
 def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
     """vLLM's flags: the ones gpufleet owns (api.types.OWNED_FLAGS, refused in extraArgs),
-    then the pool's extraArgs."""
+    the TTFT histogram's buckets (`ttft_buckets`), then the pool's extraArgs."""
     model = pool.spec.model
+    buckets = ttft_buckets(pool)
+    histogram = (
+        [BUCKETS_FLAG, json.dumps({"time_to_first_token": buckets}, separators=(",", ":"))]
+        if buckets is not None
+        else []
+    )
     return [
         "--model",
         model.name,
@@ -104,6 +141,7 @@ def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
         "0.0.0.0",
         "--port",
         str(VLLM_PORT),
+        *histogram,
         *model.extra_args,
     ]
 

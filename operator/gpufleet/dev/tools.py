@@ -20,6 +20,7 @@ from pathlib import Path
 __all__ = [
     "PROMETHEUS_MAJORS",
     "ToolError",
+    "actionlint",
     "cluster_binary",
     "cluster_build_dir",
     "ensure_prometheus",
@@ -92,6 +93,28 @@ def helm() -> Path:
     return cluster_build_dir() / "helm"
 
 
+@functools.cache
+def actionlint() -> Path:
+    """actionlint built from its Go module (tools/actionlint, cached by its build script)."""
+    return _go_built(Path("tools/actionlint/build.sh"), "actionlint")
+
+
+def _go_built(script: Path, what: str) -> Path:
+    """Run a build script that prints the cached binary's path (seconds when cached)."""
+    if shutil.which("go") is None:
+        raise ToolError(f"The Go toolchain is needed to build {what} (go not on PATH)")
+    path = repo_root() / script
+    result = subprocess.run(
+        ["bash", str(path)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+    )
+    if result.returncode != 0:
+        raise ToolError(f"{path} failed with exit code {result.returncode}")
+    built = Path(result.stdout.strip().splitlines()[-1])
+    if not built.is_file():
+        raise ToolError(f"{path} printed {built}, which is not a file")
+    return built
+
+
 def gateway_api_crd_dir() -> Path:
     """The Gateway API standard-channel CRDs (config/crd/standard of the pinned module)."""
     path = cluster_build_dir() / "gateway-api-crds"
@@ -147,18 +170,7 @@ def prometheus3() -> Path:
 
     Runs the build script: about a second when cached, ~10 minutes on two cores when not.
     """
-    script = repo_root() / _PROMETHEUS3_SCRIPT
-    if shutil.which("go") is None:
-        raise ToolError("The Go toolchain is needed to build Prometheus 3 (go not on PATH)")
-    result = subprocess.run(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
-    )
-    if result.returncode != 0:
-        raise ToolError(f"{script} failed with exit code {result.returncode}")
-    path = Path(result.stdout.strip().splitlines()[-1])
-    if not path.is_file():
-        raise ToolError(f"{script} printed {path}, which is not a file")
-    return path
+    return _go_built(_PROMETHEUS3_SCRIPT, "Prometheus 3")
 
 
 def prometheus_binary(major: int) -> Path:

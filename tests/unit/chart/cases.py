@@ -29,6 +29,26 @@ CASES: dict[str, dict[str, Any]] = {
             "labels": {"release": "kube-prometheus-stack"},
         }
     },
+    "alerts": {
+        "serviceMonitor": {"enabled": True},
+        "alerts": {
+            "enabled": True,
+            "labels": {"release": "kube-prometheus-stack"},
+            "pageSeverity": "page",
+            "ticketSeverity": "ticket",
+            "additionalLabels": {"team": "ml-platform"},
+        },
+    },
+    "grafana-dashboard": {
+        "grafana": {
+            "dashboards": {
+                "enabled": True,
+                "labels": {"grafana_dashboard": "1", "release": "kube-prometheus-stack"},
+                "annotations": {"grafana_folder": "LLM"},
+                "namespace": "monitoring",
+            }
+        }
+    },
     "crds-disabled": {"crds": {"enabled": False}},
     "crds-not-kept": {"crds": {"keep": False}},
     "single-replica-without-leader-election": {

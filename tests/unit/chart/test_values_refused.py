@@ -39,6 +39,18 @@ SCHEMA_REFUSES = [
         {"serviceMonitor": {"enabled": True, "interval": "30"}},
         "/serviceMonitor/interval",
     ),
+    Refused("alerts-enabled-as-string", {"alerts": {"enabled": "yes"}}, "/alerts/enabled"),
+    Refused(
+        "severity-with-spaces",
+        {"alerts": {"enabled": True, "pageSeverity": "wake me"}},
+        "/alerts/pageSeverity",
+    ),
+    Refused(
+        "dashboard-label-not-a-string",
+        {"grafana": {"dashboards": {"enabled": True, "labels": {"grafana_dashboard": 1}}}},
+        "/grafana/dashboards/labels/grafana_dashboard",
+    ),
+    Refused("unknown-alerts-key", {"alerts": {"runbook": "x"}}, "'runbook' not allowed"),
     Refused(
         "memory-not-a-quantity",
         {"resources": {"requests": {"memory": "lots"}}},

@@ -1,0 +1,81 @@
+"""The operator's /metrics after real reconcile passes: values a person charts, and a
+rendering `promtool check metrics` accepts (names, units, HELP)."""
+
+import shutil
+import subprocess
+
+import pytest
+from prometheus_client import generate_latest
+
+from gpufleet.planning.records import MetricsReading, MetricsState
+from tests.exported import AVAILABLE, Readings, run_passes
+from tests.fakes import FakeKube
+
+pytestmark = pytest.mark.timeout(10)
+
+_passes = run_passes
+
+
+def _value(kube: FakeKube, name: str, **labels: str) -> float | None:
+    value = kube.telemetry.registry.get_sample_value(
+        name, {"namespace": "default", "pool": "llama3-8b", **labels}
+    )
+    return value
+
+
+def test_a_pass_exports_objective_observed_attainment_and_fleet_per_class_and_tier() -> None:
+    kube, _ = _passes(AVAILABLE)
+    cls = "gpufleet_pool_class_"
+    assert _value(kube, cls + "objective_ttft_seconds", traffic_class="realtime") == 0.1
+    assert _value(kube, cls + "objective_ttft_seconds", traffic_class="batch") == 2.0
+    # The plan sends every class to h100: realtime's share within 100 ms is exact.
+    assert _value(kube, cls + "attainment_ratio", traffic_class="realtime") == pytest.approx(0.996)
+    assert _value(kube, cls + "attainment_exact", traffic_class="realtime") == 1.0
+    assert _value(kube, cls + "attainment_ratio", traffic_class="batch") == pytest.approx(1.0)
+    assert _value(kube, "gpufleet_pool_replicas", tier="h100", state="desired") == 1
+    assert _value(kube, "gpufleet_pool_replicas", tier="rtx4090", state="starting") == 0
+    assert _value(kube, "gpufleet_pool_tier_capacity_factor_ratio", tier="h100") is not None
+    assert _value(kube, "gpufleet_pool_objective_cost_per_million_tokens_dollars") == 0.10
+    assert _value(kube, "gpufleet_pool_objective_cost_per_hour_dollars") == 40.0
+    assert _value(kube, "gpufleet_pool_metrics_available") == 1.0
+    assert _value(kube, cls + "demand_tokens_per_second", traffic_class="batch") == 500
+    assert _value(kube, "gpufleet_pool_cost_per_million_tokens_dollars") == pytest.approx(0.5556)
+    assert _value(kube, "gpufleet_pool_tier_lead_time_seconds", tier="h100") == 76
+    assert _value(kube, "gpufleet_pool_condition", type="MetricsAvailable", reason="MetricsFound")
+
+
+def test_metrics_gone_remove_attainment_and_say_so() -> None:
+    kube, reconciler = _passes(AVAILABLE)
+    reconciler.metrics = Readings(MetricsReading(MetricsState.UNREACHABLE, "down"))
+    body = kube.get_pool("default", "llama3-8b")
+    assert body is not None
+    reconciler.reconcile(body)
+    assert _value(kube, "gpufleet_pool_class_attainment_ratio", traffic_class="realtime") is None
+    assert _value(kube, "gpufleet_pool_metrics_available") == 0.0
+    assert (
+        _value(kube, "gpufleet_pool_condition", type="MetricsAvailable", reason="MetricsFound")
+        is None
+    )
+    reason = "PrometheusUnreachable"
+    assert _value(kube, "gpufleet_pool_condition", type="MetricsAvailable", reason=reason) == 0.0
+
+
+def test_a_deleted_pool_leaves_no_series() -> None:
+    kube, _ = _passes(AVAILABLE)
+    kube.telemetry.forget_pool("default", "llama3-8b")
+    assert b'pool="llama3-8b"' not in generate_latest(kube.telemetry.registry)
+
+
+@pytest.mark.prometheus
+def test_promtool_accepts_the_rendered_metrics() -> None:
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.skip("promtool not installed (Debian package prometheus)")
+    kube, _ = _passes(AVAILABLE)
+    text = generate_latest(kube.telemetry.registry)
+    assert b"gpufleet_pool_class_attainment_ratio{" in text
+    checked = subprocess.run(
+        [promtool, "check", "metrics"], input=text, capture_output=True, timeout=30, check=False
+    )
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
+    assert checked.stdout.decode().strip() == "", checked.stdout.decode()
