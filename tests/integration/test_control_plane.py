@@ -38,7 +38,7 @@ def gpu_deployment(
         "containers": [
             {
                 "name": "vllm",
-                "image": "vllm/vllm-openai:v0.11.0",
+                "image": "vllm/vllm-openai:v0.33.0",
                 "resources": {"limits": {GPU: str(gpus)}, "requests": {"cpu": "1"}},
             }
         ],

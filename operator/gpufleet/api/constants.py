@@ -23,4 +23,4 @@ FINALIZER: Final = f"{GROUP}/finalizer"
 
 GPU_RESOURCE: Final = "nvidia.com/gpu"
 VLLM_PORT: Final = 8000
-DEFAULT_IMAGE: Final = "vllm/vllm-openai:v0.11.0"
+DEFAULT_IMAGE: Final = "vllm/vllm-openai:v0.33.0"

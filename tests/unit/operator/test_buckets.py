@@ -58,7 +58,7 @@ def test_vllm_033_gets_vllm_s_ttft_buckets_plus_each_objective() -> None:
 @pytest.mark.parametrize(
     "image",
     [
-        pytest.param(None, id="default-image-v0.11"),
+        pytest.param("vllm/vllm-openai:v0.11.0", id="vllm-0.11"),
         pytest.param("vllm/vllm-openai:v0.32.1", id="older-vllm"),
         pytest.param("registry.example.com/ml/server:1.4", id="not-a-vllm-tag"),
         pytest.param("vllm/vllm-openai:latest", id="no-version"),
@@ -75,6 +75,10 @@ def test_newer_or_rebuilt_vllm_images_get_it(image: str) -> None:
     assert buckets_arg(parse_pool(body(image))) is not None
 
 
+def test_the_default_image_is_the_vllm_release_the_flags_come_from() -> None:
+    assert buckets_arg(parse_pool(body(None))) is not None
+
+
 def test_extra_args_setting_the_buckets_win() -> None:
     mine = '--custom-histogram-buckets={"request_latency": [1, 2]}'
     pool = parse_pool(body(extra_args=[mine]))
@@ -86,7 +90,9 @@ def test_live_buckets_are_read_back_from_the_deployment() -> None:
     pool = parse_pool(body())
     deployment = manifests.deployment(pool, pool.spec.tiers[0], 1)
     assert live_ttft_buckets(deployment) == manifests.ttft_buckets(pool)
-    old = manifests.deployment(parse_pool(body(image=None)), pool.spec.tiers[0], 1)
+    old = manifests.deployment(
+        parse_pool(body(image="vllm/vllm-openai:v0.11.0")), pool.spec.tiers[0], 1
+    )
     assert live_ttft_buckets(old) is None
 
 
@@ -117,5 +123,7 @@ def test_an_objective_change_rolls_each_tier_with_an_event() -> None:
 
 def test_no_event_when_the_deployment_was_not_applied() -> None:
     pool = parse_pool(body())
-    old = manifests.deployment(parse_pool(body(image=None)), pool.spec.tiers[0], 1)
+    old = manifests.deployment(
+        parse_pool(body(image="vllm/vllm-openai:v0.11.0")), pool.spec.tiers[0], 1
+    )
     assert bucket_events(pool, {"llama3-8b-h100": old}, applied=[]) == []
