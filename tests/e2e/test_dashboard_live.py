@@ -1,7 +1,8 @@
 """The chart's dashboard and alerts on the closed loop: the loop's Prometheus scrapes the
 real operator's /metrics while the fleet twin serves a pool's load; every panel's query
-(and each variable's) answers with that pool's series, and every rule of the chart's
-PrometheusRule parses there, its leader-only attainment finding the pool's classes."""
+(and each variable's) answers with that pool's series, every rule of the chart's
+PrometheusRule parses there, its leader-only attainment finding the pool's classes, and
+the key panels draw (`gpufleet.dev.dashboard`, the picture in docs) with data."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ from typing import Any
 
 import pytest
 
+from gpufleet.dev.dashboard import KEY_PANELS
+from gpufleet.dev.dashboard import render as draw
 from gpufleet.dev.prometheus import ScrapeGroup
 from tests.dashboard import render_dashboard, unanswered, variable_values
 from tests.e2e.loop import Loop, closed_loop
@@ -34,6 +37,7 @@ def test_every_dashboard_query_answers_on_the_live_loop(
     loop: Loop, namespace: str, tmp_path: Path
 ) -> None:
     dashboard = render_dashboard(tmp_path)
+    started = time.time()
     name = loop.apply_pool(namespace)
     loop.load(namespace, name, realtime=1500.0, batch=6000.0)
     try:
@@ -57,6 +61,20 @@ def test_every_dashboard_query_answers_on_the_live_loop(
             if s["metric"].get("namespace") == namespace and s["metric"].get("pool") == name
         }
         assert mine == {"realtime", "batch"}
+        # The picture docs show: each key panel drawn from its own queries, with series.
+        picture = tmp_path / "dashboard.png"
+        drawn = draw(
+            dashboard,
+            loop.prometheus.query_range,
+            namespace=namespace,
+            pool=name,
+            start=started,
+            end=time.time(),
+            path=picture,
+        )
+        assert [d.title for d in drawn] == list(KEY_PANELS)
+        assert all(d.series for d in drawn), drawn
+        assert picture.stat().st_size > 10_000
     finally:
         loop.twin.set_load(namespace, name, None)
 

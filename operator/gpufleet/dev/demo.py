@@ -5,9 +5,9 @@ scraping the fleet twin through file_sd, the twin, and the real operator
 (`gpufleet run --prometheus-url ...`); applies an example pool with the demo's overlay
 (examples/demo/demo.yaml: short intervals, per-class demand queries); plays the story
 (load per class, nodes leaving and coming back) under a live `kubectl get gpool`-style
-table; prints a summary and writes a plot. Everything it started is stopped and every temp
-dir removed on the way out, Ctrl-C included. Bounded: setup waits time out, the story is
-as long as its phases.
+table; prints a summary, writes a plot and draws the chart's dashboard (its key panels, from
+its own queries). Everything it started is stopped and every temp dir removed on the way
+out, Ctrl-C included. Bounded: setup waits time out, the story is as long as its phases.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from gpufleet.dev.loadstory import ClassLoad
 from gpufleet.dev.operator import OperatorProcess
 
 DEFAULT_CONFIG = Path("examples/demo/demo.yaml")
+DASHBOARD = Path("charts/gpufleet/dashboards/gpufleet.json")  # what the chart ships
 SETUP_TIMEOUT_SECONDS = 120.0
 
 
@@ -167,8 +168,12 @@ def run_demo(config: DemoConfig, *, output_dir: Path, live: bool | None = None) 
         try:
             world = _set_up(config, work, stack, view)
             view.note(f"Set up in {time.monotonic() - started:.0f} s; playing the story.")
+            played_from = time.time()
             samples = _play(config, world, view)
             view.summary(world, samples, output_dir, started)
+            picture = output_dir / "gpufleet-dashboard.png"
+            _draw_dashboard(world, played_from, time.time(), picture)
+            view.note(f"The chart's dashboard (key panels, its own queries): {picture.resolve()}")
         except KeyboardInterrupt:
             view.note("Interrupted: cleaning up.")
             return 130
@@ -182,6 +187,23 @@ def run_demo(config: DemoConfig, *, output_dir: Path, live: bool | None = None) 
             view.note("Stopping the operator, the twin, Prometheus and the control plane.")
     view.note(f"Done in {time.monotonic() - started:.0f} s; nothing left running.")
     return 0
+
+
+def _draw_dashboard(world: World, start: float, end: float, path: Path) -> None:
+    """The chart's Grafana dashboard's key panels over the story, from its own queries
+    against the demo's Prometheus (which scrapes the operator's /metrics)."""
+    from gpufleet.dev import dashboard, tools
+
+    board = dashboard.load(tools.repo_root() / DASHBOARD)
+    dashboard.render(
+        board,
+        world.prometheus.query_range,
+        namespace=world.namespace,
+        pool=world.name,
+        start=start,
+        end=end,
+        path=path,
+    )
 
 
 def _remove(path: Path) -> None:
@@ -216,6 +238,7 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
     from gpufleet.dev import tools
     from gpufleet.dev.cluster import ControlPlane
     from gpufleet.dev.loop import loop_processes
+    from gpufleet.dev.prometheus import ScrapeGroup
 
     view.note("Starting the local control plane (etcd, kube-apiserver, scheduler, kwok GPU nodes)")
     plane = ControlPlane(work_dir=work / "plane", remove_work_dir=True)
@@ -247,6 +270,10 @@ def _set_up(config: DemoConfig, work: Path, stack: contextlib.ExitStack, view: A
         )
     )
     view.operator = loop.operator
+    # The operator's own /metrics beside the twin's vLLM targets (twin.json): the dashboard's.
+    loop.prometheus.set_targets(
+        [ScrapeGroup([f"127.0.0.1:{loop.operator.metrics_port}"], {"job": "gpufleet"})]
+    )
     view.note(
         f"Prometheus {loop.prometheus.url}, fleet twin {loop.twin.url}, operator running; "
         f"applying {config.pool_path.name} with the demo overlay"

@@ -156,6 +156,16 @@ class PrometheusServer:
             result: list[dict[str, Any]] = json.load(answer)["data"]["result"]
             return result
 
+    def query_range(
+        self, promql: str, start: float, end: float, step: float
+    ) -> list[dict[str, Any]]:
+        """A range query's matrix over [start, end] (Unix seconds) every `step` seconds."""
+        params = {"query": promql, "start": start, "end": end, "step": step}
+        url = f"{self.url}/api/v1/query_range?" + urllib.parse.urlencode(params)
+        with urllib.request.urlopen(url, timeout=15) as answer:
+            result: list[dict[str, Any]] = json.load(answer)["data"]["result"]
+            return result
+
     def wait_for(self, promql: str, timeout_seconds: float = 30.0) -> list[dict[str, Any]]:
         """Poll until the query returns series; raises PrometheusError on timeout."""
         deadline = time.monotonic() + timeout_seconds
