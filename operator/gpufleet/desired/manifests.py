@@ -23,6 +23,7 @@ from gpufleet.api.constants import (
     VLLM_PORT,
 )
 from gpufleet.api.types import InferencePool, ResourceList, Tier, TrafficClass
+from gpufleet.desired import drain
 
 Manifest = dict[str, Any]
 
@@ -104,6 +105,9 @@ def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
         "0.0.0.0",
         "--port",
         str(VLLM_PORT),
+        # Finish the requests in flight on SIGTERM instead of aborting them (desired.drain).
+        "--shutdown-timeout",
+        str(drain.drain_seconds(pool)),
         *model.extra_args,
     ]
 
@@ -191,10 +195,13 @@ def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
         ],
         "env": _env(pool),
         "securityContext": container_security_context(),
+        # Stay up while the endpoint leaves the Service and the gateway, before SIGTERM.
+        # The kubelet's own sleep action: the vLLM image needs no shell for it.
+        "lifecycle": {"preStop": {"sleep": {"seconds": drain.PRESTOP_PAUSE_SECONDS}}},
     }
     pod_spec: dict[str, Any] = {
         "containers": [container],
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": drain.termination_grace_seconds(pool),
         # vLLM never calls the Kubernetes API: no token unless the pool asks for one.
         "automountServiceAccountToken": pool.spec.pods.automount_service_account_token,
         "securityContext": {
