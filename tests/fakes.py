@@ -109,6 +109,9 @@ class FakeKube:
         self.objects[key] = merged
         self.writes.append(f"apply {manifest['kind']} {meta['name']}")
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        self.writes.append(f"annotate Pod {name}")
+
     def delete(self, kind: str, namespace: str, name: str, uid: str) -> None:
         self.objects.pop((kind, namespace, name), None)
         self.writes.append(f"delete {kind} {name}")

@@ -17,15 +17,16 @@ from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from gpufleet.adapters.kube import Children, api_message, covers, owned_by, with_hash
+from gpufleet.adapters.kube import Children, Obj, api_message, covers, owned_by, with_hash
 from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
-from gpufleet.desired import manifests
+from gpufleet.desired import deletion_cost, manifests
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
+from gpufleet.scaledown import rank_for_scale_down
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
 
 class MetricsSource(Protocol):
     def read(self, pool: InferencePool, now: datetime) -> MetricsReading: ...
+
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None: ...
 
 
 class Kube(Protocol):
@@ -54,6 +57,8 @@ class Kube(Protocol):
 
     def apply(self, manifest: dict[str, Any]) -> None: ...
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
     def delete(self, kind: str, namespace: str, name: str, uid: str) -> None: ...
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
@@ -71,6 +76,9 @@ class NoMetrics:
             MetricsState.NOT_CONFIGURED,
             "The operator runs without --prometheus-url: replicas stay at their minimum",
         )
+
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -226,6 +234,9 @@ class Reconciler:
                 log.exception("Failed to build the children of tier %s", tier.name)
                 failed.append(f"tier {tier.name}: {type(error).__name__}: {error}")
                 continue
+            ours = children.deployments.get(name)
+            if ours is not None and owned_by(ours, pool.metadata.uid):
+                self._rank_if_shrinking(pool, tier.name, ours, replicas, children)
             for manifest, live, get in pairs:
                 kind = manifest["kind"]
                 if live is None:
@@ -246,6 +257,19 @@ class Reconciler:
                         raise  # the API is unwell, not our object: the loop retries
                     failed.append(f"{kind} {name}: {api_message(error)}")
         return applied, conflicts, failed
+
+    def _rank_if_shrinking(
+        self, pool: InferencePool, tier: str, live: Obj, replicas: int, children: Children
+    ) -> None:
+        """Before a tier shrinks, its idlest pods get the lowest deletion cost; best effort:
+        a refused annotation must not hold back the scale-down."""
+        if not deletion_cost.is_scale_down(live, replicas):
+            return
+        try:
+            current = children.deletion_costs.get(tier, {})
+            rank_for_scale_down(self.kube, self.metrics, pool, tier, current)
+        except ApiException as error:
+            log.warning("Failed to rank pods of tier %s for scale-down: %s", tier, error.reason)
 
     def _apply_route(
         self,

@@ -30,6 +30,7 @@ from gpufleet.api.constants import (
     PLURAL,
     VERSION,
 )
+from gpufleet.desired.deletion_cost import current_costs
 from gpufleet.desired.health import PodProblem, refused_problem, waiting_problem
 from gpufleet.planning.records import PodStart
 from gpufleet.telemetry import Telemetry
@@ -67,6 +68,8 @@ class Children:
     pods: dict[str, PodCounts] = field(default_factory=dict)  # by tier
     # Why a tier's pods do not run (refused at creation, image, crash), by tier.
     problems: dict[str, list[PodProblem]] = field(default_factory=dict)
+    # tier -> pod -> its pod-deletion-cost annotation, for the pods not terminating.
+    deletion_costs: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 class Conflict(Exception):
@@ -283,6 +286,7 @@ class KubeAdapter:
             services={s["metadata"]["name"]: s for s in map(self._dict, services.items)},
             pods=count_pods(pod_list, self.live_nodes()),
             problems=tier_problems(by_name, pod_list),
+            deletion_costs=current_costs(pod_list, LABEL_TIER),
         )
         if route:
             children.route = self.get_route(namespace, pool)
@@ -364,6 +368,19 @@ class KubeAdapter:
                     )
             except ApiException as error:
                 if error.status not in (404, 409):
+                    raise
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Set annotations on one pod (a merge patch of metadata.annotations only); a pod
+        already gone is not an error: the ReplicaSet no longer counts it."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        with self._write("patch", "pods"):
+            try:
+                self.core.patch_namespaced_pod(
+                    name, namespace, body, _content_type="application/merge-patch+json"
+                )
+            except ApiException as error:
+                if error.status != 404:
                     raise
 
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:

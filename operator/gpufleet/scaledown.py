@@ -1,0 +1,50 @@
+"""Before a tier shrinks, mark its idlest pods to go first (`desired.deletion_cost`).
+
+Runs only in a pass whose plan removes replicas from a tier, so a steady pool writes no
+pod. Best effort: without an answer from Prometheus the scale-down goes ahead with the
+ReplicaSet controller's own order (not Ready first, then youngest).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Protocol
+
+from gpufleet.api.types import InferencePool
+from gpufleet.desired.deletion_cost import DELETION_COST, costs_to_write
+
+log = logging.getLogger(__name__)
+
+
+class InFlightSource(Protocol):
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None: ...
+
+
+class PodAnnotator(Protocol):
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
+
+def rank_for_scale_down(
+    kube: PodAnnotator,
+    metrics: InFlightSource,
+    pool: InferencePool,
+    tier: str,
+    current: Mapping[str, str | None],
+) -> list[str]:
+    """Write each pod's requests in flight as its deletion cost; returns the pods written."""
+    in_flight = metrics.requests_in_flight(pool, tier)
+    if in_flight is None or not current:
+        return []
+    costs = costs_to_write(current, in_flight)
+    for pod, cost in sorted(costs.items()):
+        kube.annotate_pod(pool.metadata.namespace, pod, {DELETION_COST: cost})
+    if costs:
+        log.info(
+            "Ranked pods of tier %s of %s/%s for scale-down by requests in flight: %s",
+            tier,
+            pool.metadata.namespace,
+            pool.metadata.name,
+            ", ".join(f"{p}={c}" for p, c in sorted(costs.items())),
+        )
+    return sorted(costs)
