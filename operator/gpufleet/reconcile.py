@@ -17,16 +17,17 @@ from typing import Any, Protocol
 
 from kubernetes.client.exceptions import ApiException
 
-from gpufleet.adapters.kube import Children, Obj, api_message, covers, owned_by, with_hash
+from gpufleet.adapters.kube import Children, api_message, covers, owned_by, with_hash
 from gpufleet.api.conditions import set_condition
 from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
-from gpufleet.desired import deletion_cost, manifests
+from gpufleet.desired import manifests
+from gpufleet.desired.leaving import Leaving
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
-from gpufleet.scaledown import rank_for_scale_down
+from gpufleet.scaledown import ShrinkingTier, rank_if_shrinking
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -164,9 +165,10 @@ class Reconciler:
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
 
+        leaving = {t: Leaving(c.leaving, c.leaving_nodes) for t, c in children.pods.items()}
         status = build_status(
             pool, observation, plan, routing, previous,
-            conflicts=conflicts, problems=children.problems,
+            conflicts=conflicts, problems=children.problems, leaving=leaving,
         )  # fmt: skip
         failure = None
         if routing.reason is Reason.ROUTE_APPLY_FAILED:
@@ -178,7 +180,9 @@ class Reconciler:
             self.kube.patch_status(namespace, name, patch)
         conflicted = {c.rsplit(" ", 1)[-1] for c in conflicts}
         records = (
-            events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
+            events(pool, previous, status, plan, conflicted=conflicted, leaving=leaving)
+            if patch is not None
+            else []
         )
         for record in records:
             self._emit(body, record)
@@ -218,9 +222,11 @@ class Reconciler:
             name = manifests.child_name(pool, tier)
             try:
                 replicas = plan.tiers[tier.name].replicas
+                counts = children.pods.get(tier.name)
+                replacing = counts.leaving if counts else 0
                 pairs = (
                     (
-                        manifests.deployment(pool, tier, replicas),
+                        manifests.deployment(pool, tier, replicas, replacing),
                         children.deployments.get(name),
                         self.kube.get_deployment,
                     ),
@@ -236,7 +242,9 @@ class Reconciler:
                 continue
             ours = children.deployments.get(name)
             if ours is not None and owned_by(ours, pool.metadata.uid):
-                self._rank_if_shrinking(pool, tier.name, ours, replicas, children)
+                costs = children.deletion_costs.get(tier.name, {})
+                shrinking = ShrinkingTier(tier.name, ours, replicas + replacing, costs)
+                rank_if_shrinking(self.kube, self.metrics, pool, shrinking)
             for manifest, live, get in pairs:
                 kind = manifest["kind"]
                 if live is None:
@@ -257,19 +265,6 @@ class Reconciler:
                         raise  # the API is unwell, not our object: the loop retries
                     failed.append(f"{kind} {name}: {api_message(error)}")
         return applied, conflicts, failed
-
-    def _rank_if_shrinking(
-        self, pool: InferencePool, tier: str, live: Obj, replicas: int, children: Children
-    ) -> None:
-        """Before a tier shrinks, its idlest pods get the lowest deletion cost; best effort:
-        a refused annotation must not hold back the scale-down."""
-        if not deletion_cost.is_scale_down(live, replicas):
-            return
-        try:
-            current = children.deletion_costs.get(tier, {})
-            rank_for_scale_down(self.kube, self.metrics, pool, tier, current)
-        except ApiException as error:
-            log.warning("Failed to rank pods of tier %s for scale-down: %s", tier, error.reason)
 
     def _apply_route(
         self,

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from kubernetes.client.exceptions import ApiException
 
 from gpufleet.api.types import InferencePool
-from gpufleet.desired.deletion_cost import DELETION_COST, costs_to_write
+from gpufleet.desired.deletion_cost import DELETION_COST, costs_to_write, is_scale_down
 
 log = logging.getLogger(__name__)
 
@@ -48,3 +51,26 @@ def rank_for_scale_down(
             ", ".join(f"{p}={c}" for p, c in sorted(costs.items())),
         )
     return sorted(costs)
+
+
+@dataclass(frozen=True)
+class ShrinkingTier:
+    """A tier as a pass is about to apply it."""
+
+    name: str
+    live: Mapping[str, Any]  # its Deployment as read
+    replicas: int  # what the pass applies
+    costs: Mapping[str, str | None]  # its pods' current deletion costs
+
+
+def rank_if_shrinking(
+    kube: PodAnnotator, metrics: InFlightSource, pool: InferencePool, tier: ShrinkingTier
+) -> None:
+    """Rank the tier's pods when the pass removes replicas; best effort: a refused
+    annotation must not hold back the scale-down."""
+    if not is_scale_down(tier.live, tier.replicas):
+        return
+    try:
+        rank_for_scale_down(kube, metrics, pool, tier.name, tier.costs)
+    except ApiException as error:
+        log.warning("Failed to rank pods of tier %s for scale-down: %s", tier.name, error.reason)

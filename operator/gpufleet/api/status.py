@@ -89,6 +89,7 @@ class Reason(StrEnum):
     BUDGET_LIMITED = "BudgetLimited"
     TRAFFIC_MOVED = "TrafficMoved"
     AWAITING_READY = "AwaitingReady"
+    NODES_LEAVING = "NodesLeaving"
 
 
 class Condition(StatusModel):
@@ -117,6 +118,14 @@ class TierStatus(StatusModel):
     )
     lost_replicas: int = Field(
         default=0, description="Replicas lost with preemptible nodes that went away."
+    )
+    leaving_replicas: int = Field(
+        default=0,
+        description=(
+            "Ready replicas on nodes being removed (cordoned, or tainted by the cluster "
+            "autoscaler, Karpenter or a spot interruption notice): not counted as Ready, and "
+            "replaced at once, on top of desiredReplicas."
+        ),
     )
     observed_ttft_p99_milliseconds: int | None = Field(
         default=None,

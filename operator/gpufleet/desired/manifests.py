@@ -23,7 +23,7 @@ from gpufleet.api.constants import (
     VLLM_PORT,
 )
 from gpufleet.api.types import InferencePool, ResourceList, Tier, TrafficClass
-from gpufleet.desired import drain
+from gpufleet.desired import drain, leaving
 
 Manifest = dict[str, Any]
 
@@ -171,8 +171,9 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
-    """The vLLM OpenAI server Deployment of one tier."""
+def deployment(pool: InferencePool, tier: Tier, replicas: int, replacing: int = 0) -> Manifest:
+    """The vLLM OpenAI server Deployment of one tier: the planned replicas, plus one for
+    each Ready replica on a leaving node (`replacing`, gpufleet.desired.leaving)."""
     pod_labels = labels(pool, tier)
     container: dict[str, Any] = {
         "name": "vllm",
@@ -220,12 +221,15 @@ def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
         pod_spec["tolerations"] = [
             t.model_dump(by_alias=True, exclude_none=True) for t in tier.tolerations
         ]
+    metadata = _metadata(pool, child_name(pool, tier), tier)
+    # Always stated, 0 included: the next pass subtracts it from spec.replicas.
+    metadata["annotations"] = {leaving.REPLACING: str(max(replacing, 0))}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(pool, child_name(pool, tier), tier),
+        "metadata": metadata,
         "spec": {
-            "replicas": replicas,
+            "replicas": replicas + max(replacing, 0),
             "selector": {"matchLabels": selector_labels(pool, tier)},
             # GPUs are scarce: add a replica before removing one, one at a time.
             "strategy": {
