@@ -243,7 +243,8 @@ class Reconciler:
             ours = children.deployments.get(name)
             if ours is not None and owned_by(ours, pool.metadata.uid):
                 costs = children.deletion_costs.get(tier.name, {})
-                shrinking = ShrinkingTier(tier.name, ours, replicas + replacing, costs)
+                on_leaving = frozenset(counts.leaving_pods if counts else ())
+                shrinking = ShrinkingTier(tier.name, ours, replicas + replacing, costs, on_leaving)
                 rank_if_shrinking(self.kube, self.metrics, pool, shrinking)
             for manifest, live, get in pairs:
                 kind = manifest["kind"]

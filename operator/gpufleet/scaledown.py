@@ -34,12 +34,15 @@ def rank_for_scale_down(
     pool: InferencePool,
     tier: str,
     current: Mapping[str, str | None],
+    leaving: frozenset[str] = frozenset(),
 ) -> list[str]:
-    """Write each pod's requests in flight as its deletion cost; returns the pods written."""
+    """Write each pod's requests in flight as its deletion cost, and the lowest cost on pods
+    of leaving nodes; returns the pods written. Without an answer from Prometheus only the
+    leaving pods are marked."""
     in_flight = metrics.requests_in_flight(pool, tier)
-    if in_flight is None or not current:
-        return []
-    costs = costs_to_write(current, in_flight)
+    costs = costs_to_write(current, in_flight or {}, leaving)
+    if in_flight is None:
+        costs = {pod: cost for pod, cost in costs.items() if pod in leaving}
     for pod, cost in sorted(costs.items()):
         kube.annotate_pod(pool.metadata.namespace, pod, {DELETION_COST: cost})
     if costs:
@@ -61,6 +64,7 @@ class ShrinkingTier:
     live: Mapping[str, Any]  # its Deployment as read
     replicas: int  # what the pass applies
     costs: Mapping[str, str | None]  # its pods' current deletion costs
+    leaving: frozenset[str] = frozenset()  # its Ready pods on leaving nodes
 
 
 def rank_if_shrinking(
@@ -71,6 +75,6 @@ def rank_if_shrinking(
     if not is_scale_down(tier.live, tier.replicas):
         return
     try:
-        rank_for_scale_down(kube, metrics, pool, tier.name, tier.costs)
+        rank_for_scale_down(kube, metrics, pool, tier.name, tier.costs, tier.leaving)
     except ApiException as error:
         log.warning("Failed to rank pods of tier %s for scale-down: %s", tier.name, error.reason)

@@ -57,6 +57,7 @@ class PodCounts:
     ready: int = 0
     leaving: int = 0  # Ready, on a node being removed (gpufleet.desired.leaving)
     leaving_nodes: dict[str, str] = field(default_factory=dict)  # node -> why
+    leaving_pods: list[str] = field(default_factory=list)
     # The Ready pods' creation and Ready times (the tier's lead time), oldest first.
     starts: list[PodStart] = field(default_factory=list)
 
@@ -178,6 +179,7 @@ def count_pods(
         elif conditions.get("Ready", {}).get("status") == "True" and str(node) in (leaving or {}):
             entry.leaving += 1
             entry.leaving_nodes[str(node)] = (leaving or {})[str(node)]
+            entry.leaving_pods.append(str(meta.get("name")))
         elif conditions.get("Ready", {}).get("status") == "True":
             entry.ready += 1
             start = pod_start(meta, conditions["Ready"])

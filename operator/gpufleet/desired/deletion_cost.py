@@ -11,7 +11,7 @@ Pure: the costs to write from the pods' current annotations and what Prometheus 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 DELETION_COST = "controller.kubernetes.io/pod-deletion-cost"
 # The annotation is an int32.
@@ -25,15 +25,25 @@ def cost_of(in_flight: float) -> int:
     return min(_MAX_COST, round(in_flight))
 
 
+# Below any pod's requests in flight: a pod on a node being removed goes first.
+LEAVING_COST = -1
+
+
 def costs_to_write(
-    current: Mapping[str, str | None], in_flight: Mapping[str, float]
+    current: Mapping[str, str | None],
+    in_flight: Mapping[str, float],
+    leaving: Collection[str] = (),
 ) -> dict[str, str]:
     """pod -> the cost annotation to write, only where it differs from what the pod has.
 
     `current` names the tier's pods that are not terminating, each with its annotation
-    (None when unset); a pod Prometheus has no series for (not scraped yet) counts as idle.
+    (None when unset); a pod Prometheus has no series for (not scraped yet) counts as idle;
+    a pod on a leaving node (`leaving`, gpufleet.desired.leaving) costs least of all.
     """
-    wanted = {pod: str(cost_of(in_flight.get(pod, 0.0))) for pod in current}
+    wanted = {
+        pod: str(LEAVING_COST if pod in leaving else cost_of(in_flight.get(pod, 0.0)))
+        for pod in current
+    }
     return {pod: cost for pod, cost in wanted.items() if current[pod] != cost}
 
 

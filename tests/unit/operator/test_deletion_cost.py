@@ -45,6 +45,13 @@ def test_idlest_pod_gets_the_lowest_cost_and_only_changes_are_written() -> None:
     assert costs_to_write({"same": "4"}, {"same": 4.0}) == {}
 
 
+def test_a_pod_on_a_leaving_node_goes_before_even_an_idle_one() -> None:
+    current: dict[str, str | None] = {"busy": None, "idle": None, "doomed": None}
+    in_flight = {"busy": 5.0, "idle": 0.0, "doomed": 8.0}
+    costs = costs_to_write(current, in_flight, leaving={"doomed"})
+    assert costs == {"busy": "5", "idle": "0", "doomed": "-1"}
+
+
 @pytest.mark.parametrize(
     ("live", "replicas", "shrinks"),
     [

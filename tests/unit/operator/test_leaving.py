@@ -84,6 +84,7 @@ def test_ready_pods_on_leaving_nodes_are_leaving_not_ready() -> None:
     )["t"]
     assert (counts.ready, counts.leaving, counts.starting) == (1, 1, 1)
     assert counts.leaving_nodes == {"gone": "cordoned"}
+    assert counts.leaving_pods == ["p1"]
 
 
 def body() -> dict[str, Any]:
