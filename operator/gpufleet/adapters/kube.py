@@ -57,7 +57,7 @@ class PodCounts:
     ready: int = 0
     leaving: int = 0  # Ready, on a node being removed (gpufleet.desired.leaving)
     leaving_nodes: dict[str, str] = field(default_factory=dict)  # node -> why
-    leaving_pods: list[str] = field(default_factory=list)
+    leaving_pods: list[str] = field(default_factory=list)  # on leaving or vanished nodes
     # The Ready pods' creation and Ready times (the tier's lead time), oldest first.
     starts: list[PodStart] = field(default_factory=list)
 
@@ -176,6 +176,7 @@ def count_pods(
         node = (pod.get("spec") or {}).get("nodeName")
         if node and live_nodes is not None and node not in live_nodes:
             entry.unschedulable += 1
+            entry.leaving_pods.append(str(meta.get("name")))  # first to go on a scale-down
         elif conditions.get("Ready", {}).get("status") == "True" and str(node) in (leaving or {}):
             entry.leaving += 1
             entry.leaving_nodes[str(node)] = (leaving or {})[str(node)]

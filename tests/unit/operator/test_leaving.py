@@ -78,13 +78,19 @@ def test_ready_pods_on_leaving_nodes_are_leaving_not_ready() -> None:
         }
 
     counts = count_pods(
-        [pod("p1", "gone", True), pod("p2", "gone", False), pod("p3", "stays", True)],
+        [
+            pod("p1", "gone", True),
+            pod("p2", "gone", False),
+            pod("p3", "stays", True),
+            pod("p4", "vanished", True),
+        ],
         {"gone", "stays"},
         {"gone": "cordoned"},
     )["t"]
-    assert (counts.ready, counts.leaving, counts.starting) == (1, 1, 1)
+    assert (counts.ready, counts.leaving, counts.starting, counts.unschedulable) == (1, 1, 1, 1)
     assert counts.leaving_nodes == {"gone": "cordoned"}
-    assert counts.leaving_pods == ["p1"]
+    # A scale-down removes the pods on a leaving or vanished node first.
+    assert counts.leaving_pods == ["p1", "p4"]
 
 
 def body() -> dict[str, Any]:
