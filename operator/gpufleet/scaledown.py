@@ -37,8 +37,8 @@ def rank_for_scale_down(
     leaving: frozenset[str] = frozenset(),
 ) -> list[str]:
     """Write each pod's requests in flight as its deletion cost, and the lowest cost on pods
-    of leaving nodes; returns the pods written. Without an answer from Prometheus only the
-    leaving pods are marked."""
+    of leaving or vanished nodes; returns the pods written. Without an answer from
+    Prometheus only those pods are marked."""
     in_flight = metrics.requests_in_flight(pool, tier)
     costs = costs_to_write(current, in_flight or {}, leaving)
     if in_flight is None:
@@ -64,7 +64,7 @@ class ShrinkingTier:
     live: Mapping[str, Any]  # its Deployment as read
     replicas: int  # what the pass applies
     costs: Mapping[str, str | None]  # its pods' current deletion costs
-    leaving: frozenset[str] = frozenset()  # its Ready pods on leaving nodes
+    leaving: frozenset[str] = frozenset()  # its pods on leaving or vanished nodes
 
 
 def rank_if_shrinking(
