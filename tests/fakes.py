@@ -38,6 +38,8 @@ class FakeKube:
         self.events: list[tuple[str, str, str]] = []
         self.writes: list[str] = []
         self.unschedulable: dict[str, int] = {}
+        # tier -> leaving node -> why; one Ready replica of the tier on each such node.
+        self.leaving: dict[str, dict[str, str]] = {}
         # "Kind name" -> the error the apiserver answers an apply of it with.
         self.refuse: dict[str, Exception] = {}
         self._uids = itertools.count(1)
@@ -81,8 +83,12 @@ class FakeKube:
             stuck = self.unschedulable.get(tier, 0)
             want = d["spec"]["replicas"]
             d["status"] = {"readyReplicas": max(0, want - stuck) if self.ready else 0}
+            nodes = self.leaving.get(tier, {})
             pods[tier] = PodCounts(
-                ready=d["status"]["readyReplicas"], unschedulable=min(stuck, want)
+                ready=max(0, d["status"]["readyReplicas"] - len(nodes)),
+                unschedulable=min(stuck, want),
+                leaving=len(nodes),
+                leaving_nodes=dict(nodes),
             )
         found = self.objects.get(("HTTPRoute", namespace, pool)) if route else None
         return Children(
@@ -108,6 +114,9 @@ class FakeKube:
         merged["metadata"].setdefault("uid", f"uid-{next(self._uids)}")
         self.objects[key] = merged
         self.writes.append(f"apply {manifest['kind']} {meta['name']}")
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        self.writes.append(f"annotate Pod {name}")
 
     def delete(self, kind: str, namespace: str, name: str, uid: str) -> None:
         self.objects.pop((kind, namespace, name), None)

@@ -14,6 +14,7 @@ from datetime import datetime
 from gpufleet.adapters.kube import Children
 from gpufleet.api.types import InferencePool
 from gpufleet.desired import manifests
+from gpufleet.desired.leaving import replacing
 from gpufleet.planning.observed import ClassObservations, observe_classes
 from gpufleet.planning.records import (
     MetricsReading,
@@ -37,7 +38,8 @@ def observe(
         status = (deployment or {}).get("status", {})
         tiers[tier.name] = TierObservation(
             name=tier.name,
-            desired_replicas=int(spec.get("replicas") or 0),
+            # What the planner asked for: without the replacements for leaving replicas.
+            desired_replicas=max(0, int(spec.get("replicas") or 0) - replacing(deployment)),
             # Pods on vanished nodes still count as Ready in the Deployment for a minute.
             ready_replicas=min(int(status.get("readyReplicas") or 0), pods.ready)
             if pods

@@ -23,11 +23,13 @@ from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired import manifests
+from gpufleet.desired.leaving import Leaving
 from gpufleet.desired.rollout import bucket_events
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
 from gpufleet.poolmetrics import export_pool
+from gpufleet.scaledown import ShrinkingTier, rank_if_shrinking
 from gpufleet.telemetry import Telemetry
 
 log = logging.getLogger(__name__)
@@ -37,6 +39,8 @@ Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
 
 class MetricsSource(Protocol):
     def read(self, pool: InferencePool, now: datetime) -> MetricsReading: ...
+
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None: ...
 
 
 class Kube(Protocol):
@@ -56,6 +60,8 @@ class Kube(Protocol):
 
     def apply(self, manifest: dict[str, Any]) -> None: ...
 
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None: ...
+
     def delete(self, kind: str, namespace: str, name: str, uid: str) -> None: ...
 
     def patch_status(self, namespace: str, name: str, status: dict[str, Any]) -> None: ...
@@ -73,6 +79,9 @@ class NoMetrics:
             MetricsState.NOT_CONFIGURED,
             "The operator runs without --prometheus-url: replicas stay at their minimum",
         )
+
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -158,9 +167,10 @@ class Reconciler:
         routing = self._apply_route(pool, children, plan, wants_route, gateway, applied)
         deleted = self._prune(pool, children, gateway)
 
+        leaving = {t: Leaving(c.leaving, c.leaving_nodes) for t, c in children.pods.items()}
         status = build_status(
             pool, observation, plan, routing, previous,
-            conflicts=conflicts, problems=children.problems,
+            conflicts=conflicts, problems=children.problems, leaving=leaving,
         )  # fmt: skip
         failure = None
         if routing.reason is Reason.ROUTE_APPLY_FAILED:
@@ -172,7 +182,9 @@ class Reconciler:
             self.kube.patch_status(namespace, name, patch)
         conflicted = {c.rsplit(" ", 1)[-1] for c in conflicts}
         records = (
-            events(pool, previous, status, plan, conflicted=conflicted) if patch is not None else []
+            events(pool, previous, status, plan, conflicted=conflicted, leaving=leaving)
+            if patch is not None
+            else []
         )
         rolled = bucket_events(pool, children.deployments, applied)
         for record in [*records, *rolled]:
@@ -213,9 +225,11 @@ class Reconciler:
             name = manifests.child_name(pool, tier)
             try:
                 replicas = plan.tiers[tier.name].replicas
+                counts = children.pods.get(tier.name)
+                replacing = counts.leaving if counts else 0
                 pairs = (
                     (
-                        manifests.deployment(pool, tier, replicas),
+                        manifests.deployment(pool, tier, replicas, replacing),
                         children.deployments.get(name),
                         self.kube.get_deployment,
                     ),
@@ -229,6 +243,12 @@ class Reconciler:
                 log.exception("Failed to build the children of tier %s", tier.name)
                 failed.append(f"tier {tier.name}: {type(error).__name__}: {error}")
                 continue
+            ours = children.deployments.get(name)
+            if ours is not None and owned_by(ours, pool.metadata.uid):
+                costs = children.deletion_costs.get(tier.name, {})
+                on_leaving = frozenset(counts.leaving_pods if counts else ())
+                shrinking = ShrinkingTier(tier.name, ours, replicas + replacing, costs, on_leaving)
+                rank_if_shrinking(self.kube, self.metrics, pool, shrinking)
             for manifest, live, get in pairs:
                 kind = manifest["kind"]
                 if live is None:

@@ -157,6 +157,45 @@ def test_a_pod_on_a_vanished_node_stops_serving_at_once(twin: FleetTwin) -> None
     assert text is not None and "vllm:request_success_total" in text
 
 
+@pytest.mark.parametrize(
+    ("drain_seconds", "all_drained"), [(0, False), (600, True)], ids=["no-drain", "drain"]
+)
+def test_a_deleted_pod_drains_its_requests_for_the_drain_time_then_cuts_the_rest(
+    twin: FleetTwin, drain_seconds: int, all_drained: bool
+) -> None:
+    body = load_example()
+    body["metadata"].update(namespace=NS, uid="uid-1", generation=1)
+    body["spec"].setdefault("scaling", {})["drainSeconds"] = drain_seconds
+    pools = {(NS, NAME): parse_pool(body)}
+    twin.observe(World(frozenset(NODES), pools, tuple(FLEET), {(NS, NAME): WEIGHTS}))
+    twin.set_load(NS, NAME, PoissonLoad({"batch": ClassLoad(12000)}, seed=2))
+    now = run(twin, time.monotonic(), 10)
+    held = [int(s.value) for s in _gauges(twin, "r-1")]
+    assert sum(held) > 0, "the pod holds requests when it is deleted"
+
+    # r-1 is deleted (kwok removes the object at once): it takes no new request.
+    rest = tuple(p for p in FLEET if p.name != "r-1")
+    twin.observe(World(frozenset(NODES), pools, rest, {(NS, NAME): WEIGHTS}))
+    run(twin, now, 60)
+    outcome = twin.drained(NS, NAME)
+    assert outcome.drained + outcome.cut == sum(held)
+    if all_drained:
+        assert outcome.cut == 0
+    else:
+        assert outcome.drained == 0 and outcome.cut == sum(held)
+
+
+def _gauges(twin: FleetTwin, pod_name: str) -> list[Any]:
+    text = twin.pod_metrics(NS, pod_name)
+    assert text is not None
+    return [
+        sample
+        for family in text_string_to_metric_families(text)
+        if family.name in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+        for sample in family.samples
+    ]
+
+
 def test_a_weighted_tier_without_replicas_passes_requests_on_and_no_route_fails(
     twin: FleetTwin,
 ) -> None:

@@ -167,6 +167,7 @@ CAN = [
     ("create", "services", "-n", "default"),
     ("create", "httproutes.gateway.networking.k8s.io", "-n", "default"),
     ("list", "pods", "-A"),
+    ("patch", "pods", "-n", "default"),
     ("watch", "nodes"),
     ("create", "events", "-n", "default"),
     ("create", "leases.coordination.k8s.io", "-n", CLUSTER_WIDE),

@@ -112,10 +112,11 @@ ClusterRole, or per watched namespace by a Role.
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
-# Read-only: counts Ready and unschedulable (FailedScheduling) replicas.
+# Counts Ready and unschedulable (FailedScheduling) replicas; patch only sets
+# controller.kubernetes.io/pod-deletion-cost before a tier shrinks, so the idlest pod goes.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["get", "list", "watch", "patch"]
 # Events for every scaling and routing decision.
 - apiGroups: [""]
   resources: ["events"]

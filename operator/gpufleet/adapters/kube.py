@@ -30,7 +30,9 @@ from gpufleet.api.constants import (
     PLURAL,
     VERSION,
 )
+from gpufleet.desired.deletion_cost import current_costs
 from gpufleet.desired.health import PodProblem, refused_problem, waiting_problem
+from gpufleet.desired.leaving import INTERRUPTION_TAINTS, classify_nodes
 from gpufleet.planning.records import PodStart
 from gpufleet.telemetry import Telemetry
 
@@ -53,6 +55,9 @@ class PodCounts:
     starting: int = 0  # scheduled, not Ready
     unschedulable: int = 0  # Pending, PodScheduled=False/Unschedulable
     ready: int = 0
+    leaving: int = 0  # Ready, on a node being removed (gpufleet.desired.leaving)
+    leaving_nodes: dict[str, str] = field(default_factory=dict)  # node -> why
+    leaving_pods: list[str] = field(default_factory=list)  # on leaving or vanished nodes
     # The Ready pods' creation and Ready times (the tier's lead time), oldest first.
     starts: list[PodStart] = field(default_factory=list)
 
@@ -67,6 +72,8 @@ class Children:
     pods: dict[str, PodCounts] = field(default_factory=dict)  # by tier
     # Why a tier's pods do not run (refused at creation, image, crash), by tier.
     problems: dict[str, list[PodProblem]] = field(default_factory=dict)
+    # tier -> pod -> its pod-deletion-cost annotation, for the pods not terminating.
+    deletion_costs: dict[str, dict[str, str | None]] = field(default_factory=dict)
 
 
 class Conflict(Exception):
@@ -145,7 +152,9 @@ def owned_by(obj: Mapping[str, Any], uid: str) -> bool:
     return any(r.get("uid") == uid and r.get("controller") for r in refs)
 
 
-def count_pods(pods: list[Obj], live_nodes: set[str] | None = None) -> dict[str, PodCounts]:
+def count_pods(
+    pods: list[Obj], live_nodes: set[str] | None = None, leaving: Mapping[str, str] | None = None
+) -> dict[str, PodCounts]:
     """Pods of a pool by tier: Ready, starting, or unschedulable.
 
     A pod bound to a node that is gone or NotReady (a consumer GPU box that vanished) serves
@@ -167,6 +176,11 @@ def count_pods(pods: list[Obj], live_nodes: set[str] | None = None) -> dict[str,
         node = (pod.get("spec") or {}).get("nodeName")
         if node and live_nodes is not None and node not in live_nodes:
             entry.unschedulable += 1
+            entry.leaving_pods.append(str(meta.get("name")))  # first to go on a scale-down
+        elif conditions.get("Ready", {}).get("status") == "True" and str(node) in (leaving or {}):
+            entry.leaving += 1
+            entry.leaving_nodes[str(node)] = (leaving or {})[str(node)]
+            entry.leaving_pods.append(str(meta.get("name")))
         elif conditions.get("Ready", {}).get("status") == "True":
             entry.ready += 1
             start = pod_start(meta, conditions["Ready"])
@@ -214,6 +228,7 @@ class KubeAdapter:
         *,
         field_manager: str = FIELD_MANAGER,
         instance: str = "",
+        interruption_taints: tuple[str, ...] = INTERRUPTION_TAINTS,
     ) -> None:
         self.api_client = api_client
         self.telemetry = telemetry
@@ -224,7 +239,8 @@ class KubeAdapter:
         self.custom = client.CustomObjectsApi(api_client)
         self.extensions = client.ApiextensionsV1Api(api_client)
         self._gateway: tuple[float, bool] | None = None
-        self._nodes: tuple[float, set[str]] | None = None
+        self._nodes: tuple[float, set[str], dict[str, str]] | None = None
+        self.interruption_taints = interruption_taints
 
     # Reads ---------------------------------------------------------------------------
 
@@ -260,16 +276,20 @@ class KubeAdapter:
 
     def live_nodes(self) -> set[str]:
         """Names of Ready nodes (one list call every few seconds, shared by all pools)."""
+        return self._node_view()[0]
+
+    def leaving_nodes(self) -> dict[str, str]:
+        """Nodes being removed (cordoned or tainted for interruption) -> why."""
+        return self._node_view()[1]
+
+    def _node_view(self) -> tuple[set[str], dict[str, str]]:
         now = time.monotonic()
         if self._nodes is not None and now - self._nodes[0] < _NODES_CACHE_SECONDS:
-            return self._nodes[1]
-        ready = set()
-        for node in self.core.list_node().items:
-            conditions = (node.status.conditions if node.status else None) or []
-            if any(c.type == "Ready" and c.status == "True" for c in conditions):
-                ready.add(str(node.metadata.name if node.metadata else ""))
-        self._nodes = (now, ready)
-        return ready
+            return self._nodes[1], self._nodes[2]
+        nodes = [self._dict(n) for n in self.core.list_node().items]
+        ready, leaving = classify_nodes(nodes, self.interruption_taints)
+        self._nodes = (now, ready, leaving)
+        return ready, leaving
 
     def read_children(self, namespace: str, pool: str, *, route: bool) -> Children:
         selector = f"{LABEL_POOL}={pool}"
@@ -281,8 +301,9 @@ class KubeAdapter:
         children = Children(
             deployments=by_name,
             services={s["metadata"]["name"]: s for s in map(self._dict, services.items)},
-            pods=count_pods(pod_list, self.live_nodes()),
+            pods=count_pods(pod_list, self.live_nodes(), self.leaving_nodes()),
             problems=tier_problems(by_name, pod_list),
+            deletion_costs=current_costs(pod_list, LABEL_TIER),
         )
         if route:
             children.route = self.get_route(namespace, pool)
@@ -364,6 +385,19 @@ class KubeAdapter:
                     )
             except ApiException as error:
                 if error.status not in (404, 409):
+                    raise
+
+    def annotate_pod(self, namespace: str, name: str, annotations: Mapping[str, str]) -> None:
+        """Set annotations on one pod (a merge patch of metadata.annotations only); a pod
+        already gone is not an error: the ReplicaSet no longer counts it."""
+        body = {"metadata": {"annotations": dict(annotations)}}
+        with self._write("patch", "pods"):
+            try:
+                self.core.patch_namespaced_pod(
+                    name, namespace, body, _content_type="application/merge-patch+json"
+                )
+            except ApiException as error:
+                if error.status != 404:
                     raise
 
     def patch_status(self, namespace: str, name: str, status: Obj) -> None:

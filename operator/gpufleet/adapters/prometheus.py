@@ -134,6 +134,28 @@ class PrometheusMetrics:
             demand_queries=self._demand_queries(pool),
         )
 
+    def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None:
+        """pod -> requests it holds (running and queued) for one tier; None when Prometheus
+        does not answer, so a scale-down goes ahead without a ranking."""
+        query = promql.in_flight_by_pod(pool.metadata.namespace, pool.metadata.name, tier)
+        try:
+            result = self._query(query)
+        except Unreachable:
+            return None
+        if not isinstance(result, list):
+            return None
+        out: dict[str, float] = {}
+        for series in result:
+            try:
+                pod = series["metric"][promql.POD_LABEL]
+                value = float(series["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                log.warning("Ignored a malformed series in the answer to %s", query)
+                continue
+            if math.isfinite(value):
+                out[pod] = value
+        return out
+
     # -- queries -------------------------------------------------------------------------
 
     def _query(self, query: str) -> Any:

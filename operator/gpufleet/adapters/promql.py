@@ -19,6 +19,8 @@ keep them as `gpufleet_dev_pool` and `gpufleet_dev_tier`, plus the pod's `namesp
       regex: __meta_kubernetes_pod_label_(gpufleet_dev_pool|gpufleet_dev_tier)
     - source_labels: [__meta_kubernetes_namespace]
       target_label: namespace
+    - source_labels: [__meta_kubernetes_pod_name]   # only for the scale-down ranking
+      target_label: pod
 
 Metric names are matched as `vllm[:_]name`: prometheus_client (what vLLM exports with) has
 written the ':' of metric names as '_' in its OpenMetrics output (0.26 does), and
@@ -35,6 +37,9 @@ from dataclasses import dataclass
 POOL_LABEL = "gpufleet_dev_pool"
 TIER_LABEL = "gpufleet_dev_tier"
 NAMESPACE_LABEL = "namespace"
+# The pod's name (`__meta_kubernetes_pod_name`; a PodMonitor adds it as `pod` itself): only
+# the scale-down ranking (`in_flight_by_pod`) needs it.
+POD_LABEL = "pod"
 
 TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
 PROMPT_BUCKET = "vllm:request_prompt_tokens_bucket"
@@ -104,6 +109,14 @@ def rate_by_tier(metric: str, sel: str, window_seconds: int) -> str:
 def sum_by_tier(metric: str, sel: str) -> str:
     """A gauge summed over a tier's pods."""
     return f"sum by ({TIER_LABEL}) ({series(metric, sel)})"
+
+
+def in_flight_by_pod(namespace: str, pool: str, tier: str) -> str:
+    """Requests each pod of one tier holds: running on the GPU plus queued (both are lost or
+    drained when the pod leaves)."""
+    sel = f'{selector(namespace, pool)},{TIER_LABEL}="{escape(tier)}"'
+    both = RUNNING.removesuffix("running") + "(running|waiting)"
+    return f"sum by ({POD_LABEL}) ({series(both, sel)})"
 
 
 def kv_cache_usage(sel: str) -> str:

@@ -90,6 +90,7 @@ class Reason(StrEnum):
     TRAFFIC_MOVED = "TrafficMoved"
     AWAITING_READY = "AwaitingReady"
     HISTOGRAM_BUCKETS_CHANGED = "HistogramBucketsChanged"
+    NODES_LEAVING = "NodesLeaving"
 
 
 class Condition(StatusModel):
@@ -118,6 +119,14 @@ class TierStatus(StatusModel):
     )
     lost_replicas: int = Field(
         default=0, description="Replicas lost with preemptible nodes that went away."
+    )
+    leaving_replicas: int = Field(
+        default=0,
+        description=(
+            "Ready replicas on nodes being removed (cordoned, or tainted by the cluster "
+            "autoscaler, Karpenter or a spot interruption notice): not counted as Ready, and "
+            "replaced at once, on top of desiredReplicas."
+        ),
     )
     observed_ttft_p99_milliseconds: int | None = Field(
         default=None,

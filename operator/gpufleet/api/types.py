@@ -59,7 +59,14 @@ Hostname = Annotated[str, StringConstraints(min_length=1, max_length=253, patter
 # two in step). extraArgs may not set them in either form (`--port=1`, or `--port` then
 # `1`), nor with vLLM's underscore spelling; nor -tp (the alias of --tensor-parallel-size)
 # or --config (a file that may set any of them).
-OWNED_FLAGS = ("model", "served-model-name", "host", "port", "tensor-parallel-size")
+OWNED_FLAGS = (
+    "model",
+    "served-model-name",
+    "host",
+    "port",
+    "tensor-parallel-size",
+    "shutdown-timeout",
+)
 _OWNED_ALIASES = ("tp", "config")
 OWNED_FLAG = (
     "^--?("
@@ -67,6 +74,10 @@ OWNED_FLAG = (
     + ")([= ].*)?$"
 )
 
+
+# The longest drain a pool may ask for: an hour covers any single generation; a replica
+# that holds its GPU longer than that is stuck, not draining.
+MAX_DRAIN_SECONDS = 3600
 
 LIST_MAP_BY_NAME: JsonDict = {
     "x-kubernetes-list-type": "map",
@@ -653,6 +664,17 @@ class Scaling(Model):
             "The quantile of the demand forecast planned for, in percent: 50 plans for the "
             "expected demand; higher holds a burst reserve sized from the demand's own "
             "volatility over a replica's lead time. Defaults to 90."
+        ),
+    )
+    drain_seconds: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_DRAIN_SECONDS,
+        description=(
+            "How long a replica that is leaving keeps serving the requests it already has "
+            "(vLLM's --shutdown-timeout) before it stops. Defaults to the longest a request "
+            "of any class should need: its TTFT objective plus its output tokens at a slow "
+            "decode rate. 0 stops at once, cutting requests in flight."
         ),
     )
 

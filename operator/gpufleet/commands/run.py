@@ -22,6 +22,8 @@ ENV_PREFIX = "GPUFLEET_"
 
 
 def register(subparsers: Any) -> None:
+    from gpufleet.desired.leaving import INTERRUPTION_TAINTS
+
     parser = subparsers.add_parser(
         "run",
         help="run the operator against the current kubeconfig or in-cluster",
@@ -49,6 +51,15 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="how often that Prometheus scrapes the vLLM pods; rate and P99 windows span "
         "at least four scrapes (default 15) [GPUFLEET_PROMETHEUS_SCRAPE_INTERVAL]",
+    )
+    parser.add_argument(
+        "--interruption-taints",
+        type=lambda text: tuple(k for k in text.split(",") if k),
+        default=env(f"{ENV_PREFIX}INTERRUPTION_TAINTS", ",".join(INTERRUPTION_TAINTS)),
+        metavar="KEYS",
+        help="comma-separated node taint keys that announce a node's removal; Ready replicas "
+        "on such a node (or a cordoned one) are replaced at once (default: "
+        f"{','.join(INTERRUPTION_TAINTS)}) [GPUFLEET_INTERRUPTION_TAINTS]",
     )
     parser.add_argument(
         "--metrics-port",
@@ -163,7 +174,9 @@ async def _run(args: argparse.Namespace) -> int:
         else None
     )
 
-    kube = KubeAdapter(api_client, telemetry, instance=identity)
+    kube = KubeAdapter(
+        api_client, telemetry, instance=identity, interruption_taints=args.interruption_taints
+    )
     reconciler = Reconciler(
         kube,
         _metrics_source(args.prometheus_url, args.prometheus_scrape_interval),

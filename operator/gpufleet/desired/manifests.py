@@ -25,6 +25,7 @@ from gpufleet.api.constants import (
     VLLM_PORT,
 )
 from gpufleet.api.types import InferencePool, ResourceList, Tier, TrafficClass
+from gpufleet.desired import drain, leaving
 from gpufleet.desired.sli import sli_buckets
 
 Manifest = dict[str, Any]
@@ -142,6 +143,9 @@ def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:
         "--port",
         str(VLLM_PORT),
         *histogram,
+        # Finish the requests in flight on SIGTERM instead of aborting them (desired.drain).
+        "--shutdown-timeout",
+        str(drain.drain_seconds(pool)),
         *model.extra_args,
     ]
 
@@ -205,8 +209,9 @@ def _probe(path: str, period: int, failures: int) -> dict[str, Any]:
     }
 
 
-def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
-    """The vLLM OpenAI server Deployment of one tier."""
+def deployment(pool: InferencePool, tier: Tier, replicas: int, replacing: int = 0) -> Manifest:
+    """The vLLM OpenAI server Deployment of one tier: the planned replicas, plus one for
+    each Ready replica on a leaving node (`replacing`, gpufleet.desired.leaving)."""
     pod_labels = labels(pool, tier)
     container: dict[str, Any] = {
         "name": "vllm",
@@ -229,10 +234,13 @@ def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
         ],
         "env": _env(pool),
         "securityContext": container_security_context(),
+        # Stay up while the endpoint leaves the Service and the gateway, before SIGTERM.
+        # The kubelet's own sleep action: the vLLM image needs no shell for it.
+        "lifecycle": {"preStop": {"sleep": {"seconds": drain.PRESTOP_PAUSE_SECONDS}}},
     }
     pod_spec: dict[str, Any] = {
         "containers": [container],
-        "terminationGracePeriodSeconds": 60,
+        "terminationGracePeriodSeconds": drain.termination_grace_seconds(pool),
         # vLLM never calls the Kubernetes API: no token unless the pool asks for one.
         "automountServiceAccountToken": pool.spec.pods.automount_service_account_token,
         "securityContext": {
@@ -251,12 +259,15 @@ def deployment(pool: InferencePool, tier: Tier, replicas: int) -> Manifest:
         pod_spec["tolerations"] = [
             t.model_dump(by_alias=True, exclude_none=True) for t in tier.tolerations
         ]
+    metadata = _metadata(pool, child_name(pool, tier), tier)
+    # Always stated, 0 included: the next pass subtracts it from spec.replicas.
+    metadata["annotations"] = {leaving.REPLACING: str(max(replacing, 0))}
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(pool, child_name(pool, tier), tier),
+        "metadata": metadata,
         "spec": {
-            "replicas": replicas,
+            "replicas": replicas + max(replacing, 0),
             "selector": {"matchLabels": selector_labels(pool, tier)},
             # GPUs are scarce: add a replica before removing one, one at a time.
             "strategy": {

@@ -28,6 +28,7 @@ from gpufleet.api.status import (
 from gpufleet.api.types import InferencePool
 from gpufleet.desired import health, manifests
 from gpufleet.desired.health import PodProblem
+from gpufleet.desired.leaving import Leaving
 from gpufleet.planning import conditions as checks
 from gpufleet.planning import forecast
 from gpufleet.planning.conditions import RoutingState
@@ -75,6 +76,7 @@ def build_status(
     *,
     conflicts: Sequence[str] = (),
     problems: Mapping[str, Sequence[PodProblem]] | None = None,
+    leaving: Mapping[str, Leaving] | None = None,
 ) -> InferencePoolStatus:
     """The status this pass writes. `routing` and `conflicts`: what applying did (the
     HTTPRoute's outcome, children names held by objects the pool does not own);
@@ -120,6 +122,7 @@ def build_status(
                 ready_replicas=seen.ready_replicas if seen else 0,
                 unschedulable_replicas=seen.unschedulable_replicas if seen else 0,
                 lost_replicas=decided.lost_replicas,
+                leaving_replicas=(leaving or {}).get(tier.name, Leaving()).replicas,
                 observed_ttft_p99_milliseconds=_ms(seen.ttft_p99_seconds) if seen else None,
                 tokens_per_second=tokens,
                 capacity_factor_percent=decided.capacity_factor_percent,
@@ -241,6 +244,7 @@ def events(
     plan: Plan,
     *,
     conflicted: Set[str] = frozenset(),
+    leaving: Mapping[str, Leaving] | None = None,
 ) -> list[EventRecord]:
     """One Event per change of replicas or weights, and per condition that went bad or good.
     `conflicted`: children names held by objects the pool does not own; their tiers were
@@ -270,6 +274,18 @@ def events(
                     "Normal",
                     plan.reason,
                     f"Created tier {tier.name} of {ref} with {tier.desired_replicas} replicas",
+                )
+            )
+    was_leaving = {t.name: t.leaving_replicas for t in previous.tiers}
+    for tier in current.tiers:
+        if tier.leaving_replicas > was_leaving.get(tier.name, 0):
+            nodes = (leaving or {}).get(tier.name, Leaving()).describe()
+            records.append(
+                EventRecord(
+                    "Normal",
+                    Reason.NODES_LEAVING,
+                    f"Replacing {tier.leaving_replicas} replicas of tier {tier.name} of {ref} "
+                    f"on nodes being removed: {nodes}; their traffic moves to Ready replicas",
                 )
             )
     old_weights = _weights(previous.classes)

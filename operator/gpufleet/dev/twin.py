@@ -32,8 +32,8 @@ Stated simplifications: generated tokens are counted when a request completes (v
 them as they stream); `vllm:kv_cache_usage_perc` is an estimate from the running sequences
 and the KV room left beside the fp16 weights (`KV_BYTES_PER_TOKEN_PER_BILLION` in
 `gpufleet.dev.twinworld`); a Ready pod serves at once (kwok's pods are Ready at once; a real
-one turns Ready after loading the model); a deleted pod finishes its in-flight requests
-unobserved (graceful shutdown).
+one turns Ready after loading the model); a deleted pod finishes its in-flight requests for
+up to its pool's drain time, then the rest are cut (`gpufleet.dev.twindrain`).
 
 `gpufleet dev twin` (`gpufleet.commands.dev_twin`) runs it against a plane under a load
 schedule.
@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad
+from gpufleet.dev.twindrain import DrainBook, DrainOutcome
 from gpufleet.dev.twinhttp import handler, target_groups, write_atomically
 from gpufleet.dev.twinledger import ClassWindow, Ledger
 from gpufleet.dev.twinmetrics import PodMetrics, render_gateway, render_pod
@@ -134,7 +135,7 @@ class FleetTwin:
         self._versions: dict[tuple[str, str], str] = {}
         self._routes: dict[tuple[str, str], Mapping[str, Mapping[str, int]]] = {}
         self._replicas: dict[str, TwinReplica] = {}  # by pod uid
-        self._draining: list[TwinReplica] = []
+        self._drains = DrainBook()
         self._loads: dict[tuple[str, str], LoadSource] = {}
         self._ledger = Ledger()
         self._route_log: list[RouteChange] = []
@@ -232,6 +233,10 @@ class FleetTwin:
         with self._lock:
             return self._ledger.routed(namespace, pool)
 
+    def drained(self, namespace: str, pool: str) -> DrainOutcome:
+        """Requests the pool's deleted replicas held: finished in the drain time, or cut."""
+        return self._drains.outcome(namespace, pool)  # an immutable value, read whole
+
     def served_tokens(self, namespace: str, pool: str) -> int:
         """Prompt plus generated tokens the pool's replicas have served so far."""
         with self._lock:
@@ -287,15 +292,15 @@ class FleetTwin:
             arrivals.sort(key=lambda pair: pair[0].time)
             for arrival, key in arrivals:
                 self._arrive(key, arrival)
-            for replica in self._all_replicas():
-                replica.engine.advance(now)
-            self._draining = [r for r in self._draining if not r.engine.idle]
+            self._drains.settle(now, self._ledger)
+            for engine in self._all_engines():
+                engine.advance(now)
             self._ledger.release(now)
             self._last = now
 
-    def _all_replicas(self) -> Iterator[TwinReplica]:
-        yield from self._replicas.values()
-        yield from self._draining
+    def _all_engines(self) -> Iterator[Replica]:
+        yield from (r.engine for r in self._replicas.values())
+        yield from self._drains.engines()
 
     # -- applying a poll ------------------------------------------------------------------
 
@@ -342,9 +347,8 @@ class FleetTwin:
                 model_name=view.model_name,
             )
         for uid in [u for u in self._replicas if u not in seen]:
-            gone = self._replicas.pop(uid)  # deleted: finishes what it has, unobserved
-            if not gone.engine.idle:
-                self._draining.append(gone)
+            gone = self._replicas.pop(uid)  # deleted: drains what it has (vLLM's shutdown)
+            self._drains.add(gone.key, gone.engine, at, self._views.get(gone.key))
         for key, weights in world.routes.items():
             if self._routes.get(key) != weights:
                 self._routes[key] = weights

@@ -9,6 +9,9 @@ DIGEST = "sha256:" + "0123456789abcdef" * 4
 CASES: dict[str, dict[str, Any]] = {
     "default": {},
     "watch-namespaces": {"watchNamespaces": ["llm", "batch"]},
+    "interruption-taints": {
+        "interruptionTaints": ["ToBeDeletedByClusterAutoscaler", "example.com/reclaim"]
+    },
     "prometheus-url": {
         "prometheus": {
             "url": "http://prometheus-operated.monitoring.svc:9090",

@@ -28,7 +28,8 @@ NAMESPACED: Grants = {
     ("apps", "deployments"): CHILDREN,
     ("", "services"): CHILDREN,
     ("gateway.networking.k8s.io", "httproutes"): CHILDREN,
-    ("", "pods"): READ,
+    # patch: the pod-deletion-cost annotation before a scale-down (gpufleet.scaledown).
+    ("", "pods"): READ | {"patch"},
     ("", "events"): {"create", "patch"},
     ("events.k8s.io", "events"): {"create", "patch"},
 }

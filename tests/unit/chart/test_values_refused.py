@@ -29,6 +29,9 @@ SCHEMA_REFUSES = [
     Refused("namespaces-not-a-list", {"watchNamespaces": "llm"}, "/watchNamespaces"),
     Refused("duplicate-namespaces", {"watchNamespaces": ["llm", "llm"]}, "/watchNamespaces"),
     Refused(
+        "taint-key-with-a-space", {"interruptionTaints": ["spot notice"]}, "/interruptionTaints/0"
+    ),
+    Refused(
         "prometheus-url-no-scheme", {"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"
     ),
     Refused("port-out-of-range", {"metricsPort": 70000}, "/metricsPort"),
