@@ -103,3 +103,24 @@ def kubectl(plane: Any, *args: str) -> str:
     if result.returncode != 0:
         raise AssertionError(f"kubectl {' '.join(args)} failed: {result.stderr}")
     return str(result.stdout)
+
+
+def wait_pools_admitted(plane: Any, timeout_s: float = 60.0) -> None:
+    """Wait until the apiserver admits a plain pool again after a chart release with the
+    pool admission policy is uninstalled: its cached binding keeps refusing pools ("no
+    params found") for a moment, and the next test on the shared plane must not meet a
+    release that is gone. A server-side dry run as the admin, in `default`."""
+    from tests.pools import load_example
+
+    body = load_example()
+    body["metadata"]["namespace"] = "default"
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = plane.kubectl(
+            "create", "--dry-run=server", "-f", "-", input=yaml.safe_dump(body), check=False
+        )
+        if result.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pools still refused {timeout_s:.0f}s on: {result.stderr}")
+        time.sleep(0.5)

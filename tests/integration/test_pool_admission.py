@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
+from tests.harness import wait_pools_admitted
 from tests.pools import InvalidCase, load_example
 from tests.unit.chart.helm import CHART, Helm, find_helm
 
@@ -89,6 +90,7 @@ def policy(plane: Any, crd: None, tmp_path_factory: pytest.TempPathFactory) -> I
     finally:
         helm.run("uninstall", RELEASE, "-n", RELEASE, "--wait", check=False)
         plane.kubectl("delete", "namespace", TENANT, RELEASE, "--wait=false", check=False)
+        wait_pools_admitted(plane)
 
 
 IMAGE = "spec.model.image"

@@ -21,6 +21,7 @@ import yaml
 from gpufleet.api.constants import CRD_NAME
 from gpufleet.dev.cluster import ControlPlane
 from gpufleet.dev.operator import OperatorProcess
+from tests.harness import wait_pools_admitted
 from tests.pools import EXAMPLES, ROOT
 from tests.unit.chart.helm import CHART, Helm, find_helm
 
@@ -106,6 +107,7 @@ def chart_release(plane: ControlPlane, home: Path, name: str, *sets: str) -> Ite
     finally:
         helm.run("uninstall", name, "-n", name, "--wait", check=False)
         plane.kubectl("delete", "namespace", name, "--wait=false", check=False)
+        wait_pools_admitted(plane)
 
 
 @pytest.fixture(scope="module")
