@@ -23,7 +23,7 @@ from gpufleet.api.parse import InvalidPool, parse_pool, parse_status
 from gpufleet.api.status import ConditionStatus, ConditionType, InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired import manifests
-from gpufleet.desired.leaving import Leaving
+from gpufleet.desired.leaving import Leaving, surges
 from gpufleet.desired.rollout import bucket_events
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
@@ -221,12 +221,18 @@ class Reconciler:
         applied: list[str] = []
         conflicts: list[str] = []
         failed: list[str] = []
+        surge = surges(
+            pool,
+            {n: t.replicas for n, t in plan.tiers.items()},
+            {n: c.leaving for n, c in children.pods.items()},
+            plan.cost_per_hour,
+        )
         for tier in pool.spec.tiers:
             name = manifests.child_name(pool, tier)
             try:
                 replicas = plan.tiers[tier.name].replicas
                 counts = children.pods.get(tier.name)
-                replacing = counts.leaving if counts else 0
+                replacing = surge.get(tier.name, 0)
                 pairs = (
                     (
                         manifests.deployment(pool, tier, replicas, replacing),

@@ -6,8 +6,9 @@ its pods for a while, then they are evicted. Counting them as Ready until then m
 replacement starts only after the eviction, a model load later. So a Ready replica on a
 leaving node is counted as leaving, not Ready: the planner routes as if it were gone, and
 the Deployment asks for one more replica for each (recorded in the `replacing`
-annotation, so the next pass reads the planner's own count back). When the node is gone,
-the extra replicas are given back like any scale-down.
+annotation, so the next pass reads the planner's own count back), as far as the tier's
+maxReplicas and the pool's hourly budget allow (`surges`). When the node is gone, the
+extra replicas are given back like any scale-down.
 """
 
 from __future__ import annotations
@@ -78,3 +79,25 @@ def replacing(deployment: Mapping[str, object] | None) -> int:
         return max(0, int(str(value))) if value is not None else 0
     except ValueError:
         return 0
+
+
+def surges(
+    pool: Any, planned: Mapping[str, int], leaving: Mapping[str, int], cost_per_hour: float
+) -> dict[str, int]:
+    """Replacements per tier for its Ready replicas on leaving nodes, within the pool's
+    bounds: never past a tier's maxReplicas, and never past the hourly budget (what the
+    plan spends plus the replacements, tiers in spec order). A replacement the bounds do
+    not allow is not started early; the tier is replaced when the node is gone, as before."""
+    budget = pool.spec.objectives.max_hourly_cost
+    left = None if budget is None else float(budget) - cost_per_hour
+    result = {}
+    for tier in pool.spec.tiers:
+        want = max(0, leaving.get(tier.name, 0))
+        room = max(0, tier.max_replicas - planned.get(tier.name, 0))
+        n = min(want, room)
+        price = tier.price_per_replica_hour
+        if left is not None and price > 0:
+            n = min(n, max(0, int((left + 1e-9) // price)))
+            left -= n * price
+        result[tier.name] = n
+    return result

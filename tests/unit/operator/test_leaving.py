@@ -15,6 +15,7 @@ from gpufleet.desired.leaving import (
     classify_nodes,
     leaving_reason,
     replacing,
+    surges,
 )
 from gpufleet.reconcile import NoMetrics, Reconciler
 from tests.fakes import FakeKube
@@ -139,3 +140,30 @@ def test_leaving_replicas_are_replaced_at_once_and_said_so_once() -> None:
     assert deployment["spec"]["replicas"] == 3 and replacing(deployment) == 0
     status = InferencePoolStatus.model_validate(kube.pools[("default", "llama3-8b")]["status"])
     assert status.tiers[0].leaving_replicas == 0
+
+
+def _parsed(**objectives: str) -> Any:
+    from gpufleet.api.parse import parse_pool
+
+    body = pool(
+        tiers=[tier("h100", "H100-PCIe-80GB", maxReplicas=4), tier("rtx4090", maxReplicas=6)],
+        objectives=objectives or {},
+    )
+    body["metadata"]["uid"] = "uid-1"
+    return parse_pool(body)
+
+
+def test_replacements_start_at_once_within_max_replicas() -> None:
+    parsed = _parsed()
+    got = surges(parsed, {"h100": 3, "rtx4090": 2}, {"h100": 2, "rtx4090": 3}, 7.0)
+    assert got == {"h100": 1, "rtx4090": 3}  # h100 may reach 4, not 5
+
+
+def test_replacements_never_take_the_fleet_past_the_hourly_budget() -> None:
+    # Planned $6.50/h of an $8.00 budget: $1.50 left buys no H100 ($2) and six RTX 4090s
+    # ($0.25 each), of which three are asked for.
+    parsed = _parsed(maxHourlyCost="8.00")
+    got = surges(parsed, {"h100": 3, "rtx4090": 2}, {"h100": 1, "rtx4090": 3}, 6.5)
+    assert got == {"h100": 0, "rtx4090": 3}
+    tight = surges(parsed, {"h100": 3, "rtx4090": 2}, {"h100": 0, "rtx4090": 3}, 7.5)
+    assert tight == {"h100": 0, "rtx4090": 2}
