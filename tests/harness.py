@@ -124,3 +124,14 @@ def wait_pools_admitted(plane: Any, timeout_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"pools still refused {timeout_s:.0f}s on: {result.stderr}")
         time.sleep(0.5)
+
+
+def ready_pods(core: client.CoreV1Api, namespace: str, pool: str) -> list[Any]:
+    """The pool's pods that are Ready and not terminating."""
+    pods = core.list_namespaced_pod(namespace, label_selector=f"gpufleet.dev/pool={pool}").items
+    return [
+        p
+        for p in pods
+        if p.metadata.deletion_timestamp is None
+        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
+    ]

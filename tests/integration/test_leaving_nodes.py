@@ -17,7 +17,7 @@ from gpufleet.adapters.kube import KubeAdapter
 from gpufleet.desired.leaving import REPLACING
 from gpufleet.reconcile import NoMetrics, Reconciler
 from gpufleet.telemetry import Telemetry
-from tests.harness import create_pool, get_pool, tier_status, wait_for
+from tests.harness import create_pool, get_pool, ready_pods, tier_status, wait_for
 from tests.planners import minimum_plan
 from tests.pools import pool, tier, traffic_class
 
@@ -26,16 +26,6 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(240)]
 POOL = "leaving"
 TAINT = "ToBeDeletedByClusterAutoscaler"
 NODE_CACHE_SECONDS = 6  # KubeAdapter lists nodes at most every 5 s
-
-
-def ready_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"gpufleet.dev/pool={POOL}").items
-    return [
-        p
-        for p in pods
-        if p.metadata.deletion_timestamp is None
-        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    ]
 
 
 def set_taint(core: client.CoreV1Api, name: str, present: bool) -> None:
@@ -71,8 +61,8 @@ def test_replicas_on_a_node_being_removed_are_replaced_at_once(
         return result
 
     reconcile()
-    wait_for("2 Ready pods", lambda: len(ready_pods(core, namespace)) == 2, 90)
-    victim = ready_pods(core, namespace)[0]
+    wait_for("2 Ready pods", lambda: len(ready_pods(core, namespace, POOL)) == 2, 90)
+    victim = ready_pods(core, namespace, POOL)[0]
     node = victim.spec.node_name
     set_taint(core, node, True)
     try:
@@ -89,7 +79,7 @@ def test_replicas_on_a_node_being_removed_are_replaced_at_once(
 
         # The replacement lands on another node; the next pass changes nothing.
         def replaced() -> bool:
-            pods = ready_pods(core, namespace)
+            pods = ready_pods(core, namespace, POOL)
             return len(pods) == 3 and sum(p.spec.node_name != node for p in pods) >= 2
 
         wait_for("the replacement to be Ready elsewhere", replaced, 90)

@@ -29,7 +29,7 @@ from gpufleet.dev.prometheus import PrometheusServer, ScrapeGroup, free_port
 from gpufleet.planning.records import Observation, Plan, TierPlan
 from gpufleet.reconcile import Reconciler
 from gpufleet.telemetry import Telemetry
-from tests.harness import create_pool, get_pool, wait_for
+from tests.harness import create_pool, get_pool, ready_pods, wait_for
 from tests.planners import minimum_plan
 from tests.pools import pool, tier, traffic_class
 
@@ -80,20 +80,10 @@ def prometheus() -> Iterator[PrometheusServer]:
         server.stop()
 
 
-def ready_pods(core: client.CoreV1Api, namespace: str) -> list[Any]:
-    pods = core.list_namespaced_pod(namespace, label_selector=f"gpufleet.dev/pool={POOL}").items
-    return [
-        p
-        for p in pods
-        if p.metadata.deletion_timestamp is None
-        and any(c.type == "Ready" and c.status == "True" for c in p.status.conditions or [])
-    ]
-
-
 def costs(core: client.CoreV1Api, namespace: str) -> dict[str, str | None]:
     return {
         p.metadata.name: (p.metadata.annotations or {}).get(DELETION_COST)
-        for p in ready_pods(core, namespace)
+        for p in ready_pods(core, namespace, POOL)
     }
 
 
@@ -121,10 +111,10 @@ def test_idlest_pod_leaves_and_costs_are_written_only_before_a_scale_down(
         assert result.failure is None, result
 
     reconcile()
-    wait_for("3 Ready pods", lambda: len(ready_pods(core, namespace)) == 3, 90)
+    wait_for("3 Ready pods", lambda: len(ready_pods(core, namespace, POOL)) == 3, 90)
 
     # The busiest, the idlest and one in between, each with its own exporter.
-    names = sorted(p.metadata.name for p in ready_pods(core, namespace))
+    names = sorted(p.metadata.name for p in ready_pods(core, namespace, POOL))
     loads = dict(zip(names, (PodLoad(7, 2), PodLoad(0, 0), PodLoad(2, 1)), strict=True))
     servers = []
     groups = []
@@ -165,7 +155,7 @@ def test_idlest_pod_leaves_and_costs_are_written_only_before_a_scale_down(
         wait_for(
             "the idlest pod to leave",
             lambda: (
-                sorted(p.metadata.name for p in ready_pods(core, namespace))
+                sorted(p.metadata.name for p in ready_pods(core, namespace, POOL))
                 == sorted([names[0], names[2]])
             ),
             60,

@@ -139,22 +139,9 @@ class PrometheusMetrics:
         does not answer, so a scale-down goes ahead without a ranking."""
         query = promql.in_flight_by_pod(pool.metadata.namespace, pool.metadata.name, tier)
         try:
-            result = self._query(query)
+            return self._by_label(query, promql.POD_LABEL)
         except Unreachable:
             return None
-        if not isinstance(result, list):
-            return None
-        out: dict[str, float] = {}
-        for series in result:
-            try:
-                pod = series["metric"][promql.POD_LABEL]
-                value = float(series["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
-                log.warning("Ignored a malformed series in the answer to %s", query)
-                continue
-            if math.isfinite(value):
-                out[pod] = value
-        return out
 
     # -- queries -------------------------------------------------------------------------
 
@@ -174,19 +161,24 @@ class PrometheusMetrics:
 
     def _by_tier(self, query: str) -> dict[str, float]:
         """tier -> value of a query aggregated by tier (NaN and garbage left out)."""
+        return self._by_label(query, promql.TIER_LABEL)
+
+    def _by_label(self, query: str, label: str) -> dict[str, float]:
+        """label value -> value of a query aggregated by that label (NaN and garbage left
+        out); raises Unreachable when Prometheus does not answer."""
         out: dict[str, float] = {}
         result = self._query(query)
         if not isinstance(result, list):
             return out
         for series in result:
             try:
-                tier = series["metric"][promql.TIER_LABEL]
+                key = series["metric"][label]
                 value = float(series["value"][1])
             except (KeyError, IndexError, TypeError, ValueError):
                 log.warning("Ignored a malformed series in the answer to %s", query)
                 continue
             if math.isfinite(value):
-                out[tier] = value
+                out[key] = value
         return out
 
     def _fraction_above(self, query: str) -> dict[str, dict[float, float]]:
