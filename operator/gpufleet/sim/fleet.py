@@ -99,6 +99,9 @@ class TierFleet:
     draining: list[SimReplica] = field(default_factory=list)
     pending: int = 0  # wanted, no node to run on
     totals: TierTotals = field(default_factory=TierTotals)
+    # (time, pod name) of replicas lost with their nodes: what the operator would see as
+    # pods on vanished nodes until their pods are deleted.
+    lost: list[tuple[float, str]] = field(default_factory=list)
     _slot_up: list[bool] = field(default_factory=list)
     _slot_used: list[bool] = field(default_factory=list)
     _serial: int = 0
@@ -195,6 +198,7 @@ class TierFleet:
                 group.remove(victim)
                 self._close(victim, now)
                 self.totals.preempted += 1
+                self.lost.append((now, f"{self.name}-{victim.serial}"))
                 if group is self.replicas:
                     self._slot_used[slot] = False
                     if not self._start(now, instant=self.instant_restarts):
