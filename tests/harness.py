@@ -90,6 +90,19 @@ def condition(pool: dict[str, Any], type_: str) -> dict[str, Any] | None:
     return None
 
 
+def reason_of(
+    api: client.ApiClient, namespace: str, name: str, type_: str, reason: str
+) -> Callable[[], tuple[dict[str, Any], dict[str, Any]] | None]:
+    """For `wait_for`: the pool and its `type_` condition once that carries `reason`."""
+
+    def check() -> tuple[dict[str, Any], dict[str, Any]] | None:
+        found = get_pool(api, namespace, name)
+        cond = condition(found, type_)
+        return (found, cond) if cond is not None and cond["reason"] == reason else None
+
+    return check
+
+
 def tier_status(pool: dict[str, Any], name: str) -> dict[str, Any]:
     for t in pool.get("status", {}).get("tiers", []):
         if t["name"] == name:

@@ -28,6 +28,7 @@ from tests.harness import (
     create_pool,
     get_pool,
     install_crd,
+    reason_of,
     wait_for,
 )
 from tests.pools import ACCEPTED, InvalidCase, load_example, pool, tier
@@ -328,14 +329,9 @@ def test_refused_route_quotes_the_apiserver_and_keeps_the_generation(
     body["spec"]["routing"] = {"parentRefs": [{"name": "gw"}], "hostnames": ["login.example.com"]}
     create_pool(kube_api, namespace, body)
 
-    def route_refused() -> dict[str, Any] | None:
-        found = get_pool(kube_api, namespace, "claims")
-        cond = condition(found, "RoutingApplied")
-        return found if cond and cond["reason"] == "RouteApplyFailed" else None
-
-    found = wait_for("RoutingApplied=False RouteApplyFailed", route_refused, INTERVAL + 10)
-    cond = condition(found, "RoutingApplied")
-    assert cond is not None and "spec.hostnames: only hostnames under" in cond["message"]
+    refused = reason_of(kube_api, namespace, "claims", "RoutingApplied", "RouteApplyFailed")
+    found, cond = wait_for("RoutingApplied=False RouteApplyFailed", refused, INTERVAL + 10)
+    assert "spec.hostnames: only hostnames under" in cond["message"]
     assert "Unprocessable Entity" not in cond["message"]
     assert found["status"].get("observedGeneration", 0) == 0, "the route was not applied"
     # The tiers serve meanwhile, and a valid edit brings the route.
@@ -360,15 +356,10 @@ def test_refused_child_is_visible_backs_off_and_recovers(
     two = tier("h100", "H100-PCIe-80GB", minReplicas=2, maxReplicas=2)
     patch_pool(kube_api, namespace, "capped", {"spec": {"tiers": [two]}})
 
-    def refused() -> dict[str, Any] | None:
-        found = get_pool(kube_api, namespace, "capped")
-        ready = condition(found, "Ready")
-        return found if ready and ready["reason"] == "ChildApplyFailed" else None
-
     # Within one interval: the condition names the cause, and the field.
-    found = wait_for("Ready=False ChildApplyFailed", refused, INTERVAL + 5)
-    ready = condition(found, "Ready")
-    assert ready is not None and ready["status"] == "False"
+    refused = reason_of(kube_api, namespace, "capped", "Ready", "ChildApplyFailed")
+    found, ready = wait_for("Ready=False ChildApplyFailed", refused, INTERVAL + 5)
+    assert ready["status"] == "False"
     assert "spec.replicas" in ready["message"] and "at most 1 replica" in ready["message"]
     assert found["metadata"]["generation"] == 2
     assert found["status"]["observedGeneration"] == 1, "generation 2 was not acted on"
@@ -406,11 +397,8 @@ def test_budget_below_min_replicas_says_so(
     body["spec"]["objectives"] = {"maxHourlyCost": "1.00"}
     create_pool(kube_api, namespace, body)
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_pool(kube_api, namespace, "poor"), "Degraded")
-        return cond if cond and cond["reason"] == "BudgetBelowMinReplicas" else None
-
-    cond = wait_for("Degraded=True BudgetBelowMinReplicas", degraded, INTERVAL + 10)
+    degraded = reason_of(kube_api, namespace, "poor", "Degraded", "BudgetBelowMinReplicas")
+    _, cond = wait_for("Degraded=True BudgetBelowMinReplicas", degraded, INTERVAL + 10)
     assert cond["status"] == "True" and "maxHourlyCost $1.00/h" in cond["message"]
 
 
@@ -422,11 +410,8 @@ def test_pods_refused_by_admission_name_the_refusal(
     )
     create_pool(kube_api, namespace, small("quota", namespace))
 
-    def refused() -> dict[str, Any] | None:
-        cond = condition(get_pool(kube_api, namespace, "quota"), "Degraded")
-        return cond if cond and cond["reason"] == "PodsRefused" else None
-
-    cond = wait_for("Degraded=True PodsRefused", refused, 60)
+    refused = reason_of(kube_api, namespace, "quota", "Degraded", "PodsRefused")
+    _, cond = wait_for("Degraded=True PodsRefused", refused, 60)
     assert "exceeded quota" in cond["message"], cond["message"]
     assert any(
         e.type == "Warning" and e.reason == "PodsRefused"
@@ -443,10 +428,7 @@ def test_conflicting_tier_gets_no_created_event(
     )
     create_pool(kube_api, namespace, small("taken", namespace))
 
-    def conflict() -> dict[str, Any] | None:
-        cond = condition(get_pool(kube_api, namespace, "taken"), "Degraded")
-        return cond if cond and cond["reason"] == "ChildConflict" else None
-
+    conflict = reason_of(kube_api, namespace, "taken", "Degraded", "ChildConflict")
     wait_for("Degraded=True ChildConflict", conflict, 30)
     time.sleep(2)  # Events follow the status write
     messages = [e.message for e in events(kube_api, namespace, "taken")]
@@ -549,10 +531,7 @@ def test_pod_faults_name_their_cause(
     body["spec"]["model"]["image"] = image
     create_pool(kube_api, namespace, body)
 
-    def degraded() -> dict[str, Any] | None:
-        cond = condition(get_pool(kube_api, namespace, "faulty"), "Degraded")
-        return cond if cond and cond["reason"] == reason else None
-
-    cond = wait_for(f"Degraded=True {reason}", degraded, 60)
+    degraded = reason_of(kube_api, namespace, "faulty", "Degraded", reason)
+    _, cond = wait_for(f"Degraded=True {reason}", degraded, 60)
     assert cond["status"] == "True" and words in cond["message"], cond["message"]
     assert "h100: pod faulty-h100-" in cond["message"]
