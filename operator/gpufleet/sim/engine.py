@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
+from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
@@ -77,6 +78,7 @@ class RunResult:
     class_of: NDArray[np.int64]
     ttft: NDArray[np.float64]
     fate: NDArray[np.int64]
+    cut_cause: NDArray[np.int64]  # CutCause per request (NONE unless its fate is CUT)
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     tiers: dict[str, TierTotals]
@@ -110,9 +112,19 @@ class _Run:
         spec = pool.spec
         self.recorder = Recorder(trace, len(spec.tiers))
         prompt, output = self.recorder.prompt, self.recorder.output
+        # The drain time the operator writes into the pods (--shutdown-timeout), so a
+        # scale-down here cuts what the same scale-down there would.
+        drain = float(drain_seconds(pool))
         self.fleets = [
             TierFleet(
-                i, t, models[t.name], engine_params(models[t.name]), self.recorder, prompt, output
+                i,
+                t,
+                models[t.name],
+                engine_params(models[t.name]),
+                self.recorder,
+                prompt,
+                output,
+                drain_seconds=drain,
             )
             for i, t in enumerate(spec.tiers)
         ]
@@ -305,6 +317,7 @@ def simulate(
         class_of=trace.class_index,
         ttft=recorder.ttft,
         fate=recorder.fate,
+        cut_cause=recorder.cut_cause,
         prompt_tokens=trace.prompt_tokens,
         output_tokens=trace.output_tokens,
         tiers={f.name: f.totals for f in run.fleets},

@@ -3,26 +3,32 @@
 A tier has as many node *slots* as its maxReplicas; a replica runs on a slot. The slots of
 a preemptible tier go away at random (exponential up and down times, seeded per tier, the
 same for every policy) and come back; the replica on a slot that goes away dies, its
-waiting requests go back to the router and its decoding ones are cut; the Deployment
+waiting requests go back to the router and its decoding ones are cut (cause: node lost);
+the Deployment
 still wants it, so it restarts on another slot (cold) or stays Pending (unschedulable)
 until a slot comes back.
 
 A replica costs its tier's price and draws its board power from the moment it is started
 on a node, not from Ready: the model loads for `model_load_seconds` before it takes
 traffic. Scale down removes Pending replicas first, then starting ones, then the Ready
-ones with the fewest requests in flight, which finish those (still costing) and leave.
+ones with the fewest requests in flight. A Ready one removed drains as the operator's pods
+do (`gpufleet.desired.drain`): it takes no new request and runs the ones it has, waiting or
+decoding, for the pool's drain time (still costing); whatever it holds when that runs out
+is cut (cause: drain timeout), as vLLM's `--shutdown-timeout` aborts it. An engine step
+that started before the deadline completes (vLLM stops between steps).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from gpufleet.api.types import Tier
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.sim.metrics import Recorder
+from gpufleet.sim.metrics import CutCause, Recorder
 from gpufleet.sim.replica import EngineParams, Replica
 
 
@@ -70,6 +76,8 @@ class SimReplica:
     # When its pod was created, for the pod start times policies see: `started`, except for
     # the warm start's replicas, created a model load before t=0 as if already running.
     created: float = 0.0
+    # Removed by a scale-down: what it still holds at this time is cut.
+    deadline: float = math.inf
 
 
 @dataclass
@@ -104,6 +112,9 @@ class TierFleet:
     _serial: int = 0
     _busy_closed: float = 0.0
     instant_restarts: bool = False  # a replica lost with its node restarts Ready (the oracle)
+    # How long a replica removed by a scale-down keeps serving what it has: the pool's
+    # drain time (`gpufleet.desired.drain.drain_seconds`); inf finishes everything.
+    drain_seconds: float = math.inf
 
     def __post_init__(self) -> None:
         self._slot_up = [True] * self.tier.max_replicas
@@ -154,6 +165,7 @@ class TierFleet:
             if victim.ready_at > now:  # still loading the model: gone at once
                 self._close(victim, now)
             else:
+                victim.deadline = now + self.drain_seconds
                 self.draining.append(victim)
 
     def _victims(self, now: float, count: int) -> list[SimReplica]:
@@ -190,7 +202,7 @@ class TierFleet:
             for victim in [r for r in group if r.slot == slot]:
                 waiting, cut = victim.engine.evict(now)
                 for request in cut:
-                    self.recorder.cut(request)
+                    self.recorder.cut(request, CutCause.NODE_LOST)
                 reroute += waiting
                 group.remove(victim)
                 self._close(victim, now)
@@ -209,24 +221,41 @@ class TierFleet:
     # -- time and money --------------------------------------------------------------------
 
     def advance(self, now: float) -> None:
-        """Run every engine up to `now`; drained replicas leave."""
+        """Run every engine up to `now`; drained replicas leave, and those whose drain time
+        ran out before `now` stop there, cutting what they held."""
         for r in self.replicas:
             r.engine.advance(now)
         still: list[SimReplica] = []
         for r in self.draining:
-            r.engine.advance(now)
+            r.engine.advance(min(now, r.deadline))
             if r.engine.idle and r.engine.last_step_end <= now:
                 self._close(r, max(r.engine.last_step_end, r.started))
+            elif now >= r.deadline:
+                self._cut_at_deadline(r)
+                self._close(r, r.deadline)
             else:
                 still.append(r)
         self.draining = still
 
     def finish(self, end: float) -> None:
-        """End of the run: in-flight requests complete, replicas are charged up to `end`."""
-        for r in self.replicas + self.draining:
-            last = r.engine.drain()
-            self._close(r, max(end, min(last, end)) if r in self.draining else end)
+        """End of the run: in-flight requests complete (a draining replica's up to its
+        deadline), replicas are charged up to `end`."""
+        for r in self.replicas:
+            r.engine.drain()
+            self._close(r, end)
+        for r in self.draining:
+            r.engine.advance(r.deadline)
+            self._cut_at_deadline(r)
+            self._close(r, end)
         self.replicas, self.draining, self.pending = [], [], 0
+
+    def _cut_at_deadline(self, replica: SimReplica) -> None:
+        """The drain time ran out: whatever the replica holds, waiting or decoding, is cut."""
+        if replica.engine.idle:
+            return
+        waiting, running = replica.engine.evict(replica.deadline)
+        for request in (*waiting, *running):
+            self.recorder.cut(request, CutCause.DRAIN_TIMEOUT)
 
     def _close(self, replica: SimReplica, end: float) -> None:
         self.totals.replica_seconds += max(end - replica.started, 0.0)
