@@ -28,7 +28,15 @@ from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
-from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
+from gpufleet.sim.fleet import (
+    NodeChange,
+    Preemption,
+    TierFleet,
+    TierTotals,
+    least_loaded,
+    node_changes,
+    slot_events,
+)
 from gpufleet.sim.metrics import (
     Interval,
     Recorder,
@@ -132,14 +140,15 @@ class _Run:
         self.draws: list[float] = rng(config.seed, STREAM_ROUTING).random(len(trace)).tolist()
         self.n_intervals = max(1, math.ceil((trace.duration_seconds + 1e-9) / interval))
         self.end = self.n_intervals * interval
-        events: list[tuple[float, int, int, bool]] = []
+        events: list[tuple[float, int, int, NodeChange, float]] = []
         for i, t in enumerate(spec.tiers):
             if t.preemptible:
                 generator = rng(config.seed, STREAM_PREEMPTION, i)
-                for when, slot, up in slot_events(
-                    t.max_replicas, self.end, config.preemption, generator
+                slots = slot_events(t.max_replicas, self.end, config.preemption, generator)
+                for when, slot, change, down_at in node_changes(
+                    slots, config.preemption.notice_seconds
                 ):
-                    events.append((when, i, slot, up))
+                    events.append((when, i, slot, change, down_at))
         events.sort()
         self.node_events = events
         self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
@@ -209,10 +218,12 @@ class _Run:
                 bool(events) and events[0][0] < end and (i >= hi or events[0][0] <= arrival[i])
             )
             if node_first:
-                when, tier, slot, up = events.pop(0)
+                when, tier, slot, change, down_at = events.pop(0)
                 fleet = self.fleets[tier]
-                if up:
+                if change is NodeChange.UP:
                     fleet.slot_up(slot, when)
+                elif change is NodeChange.NOTICE:
+                    fleet.slot_notice(slot, when, down_at)
                 else:
                     for request in fleet.slot_down(slot, when):
                         self.route(request, when)

@@ -6,7 +6,12 @@ same for every policy) and come back; the replica on a slot that goes away dies,
 waiting requests go back to the router and its decoding ones are cut (cause: node lost);
 the Deployment
 still wants it, so it restarts on another slot (cold) or stays Pending (unschedulable)
-until a slot comes back.
+until a slot comes back. With a notice (`Preemption.notice_seconds`), a node is known to be
+leaving that long before it goes (as a node termination handler or an interruption taint
+tells the cluster): its replica is evicted at the notice, takes no new request and drains
+what it has until the node goes (or for the pool's drain time, if shorter), while the
+Deployment starts its replacement at once on another node; what is still decoding when
+the node goes is cut (cause: node lost), what is still waiting goes back to the router.
 
 A replica costs its tier's price and draws its board power from the moment it is started
 on a node, not from Ready: the model loads for `model_load_seconds` before it takes
@@ -23,6 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
@@ -38,6 +44,8 @@ class Preemption:
 
     mean_up_seconds: float = 2 * 3600.0
     mean_down_seconds: float = 600.0
+    # How long before it goes a node is known to be leaving; 0: unnoticed.
+    notice_seconds: float = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -66,6 +74,34 @@ def slot_events(
     return events
 
 
+class NodeChange(IntEnum):
+    """What happens to a slot's node; at the same instant, in this order."""
+
+    UP = 0
+    NOTICE = 1  # it will go away at the change's `down_at`
+    DOWN = 2
+
+
+def node_changes(
+    events: list[tuple[float, int, bool]], notice_seconds: float
+) -> list[tuple[float, int, NodeChange, float]]:
+    """(time, slot, change, down_at) from `slot_events`, a notice `notice_seconds` before
+    each loss (not before the node came up), sorted; down_at is the loss's time."""
+    changes: list[tuple[float, int, NodeChange, float]] = []
+    came_up: dict[int, float] = {}
+    for when, slot, up in events:
+        if up:
+            came_up[slot] = when
+            changes.append((when, slot, NodeChange.UP, math.inf))
+            continue
+        if notice_seconds > 0:
+            told = max(came_up.get(slot, 0.0), when - notice_seconds)
+            changes.append((told, slot, NodeChange.NOTICE, when))
+        changes.append((when, slot, NodeChange.DOWN, when))
+    changes.sort()
+    return changes
+
+
 @dataclass
 class SimReplica:
     engine: Replica
@@ -78,6 +114,7 @@ class SimReplica:
     created: float = 0.0
     # Removed by a scale-down: what it still holds at this time is cut.
     deadline: float = math.inf
+    noticed: bool = False  # evicted ahead of its node's loss (counted as preempted then)
 
 
 @dataclass
@@ -194,6 +231,24 @@ class TierFleet:
 
     # -- nodes coming and going ------------------------------------------------------------
 
+    def slot_notice(self, slot: int, now: float, down_at: float) -> None:
+        """The node of `slot` will go away at `down_at`: no new replica goes there, its
+        replica is evicted now and drains until then, and its replacement starts now."""
+        self._slot_up[slot] = False
+        for victim in [r for r in self.replicas if r.slot == slot]:
+            self.replicas.remove(victim)
+            self._slot_used[slot] = False
+            self.totals.preempted += 1
+            victim.noticed = True
+            if victim.ready_at > now:  # still loading the model: nothing to drain
+                self._close(victim, now)
+            else:
+                victim.engine.advance(now)
+                victim.deadline = min(now + self.drain_seconds, down_at)
+                self.draining.append(victim)
+            if not self._start(now, instant=self.instant_restarts):
+                self.pending += 1
+
     def slot_down(self, slot: int, now: float) -> list[int]:
         """The node of `slot` went away: the requests to route again."""
         self._slot_up[slot] = False
@@ -206,7 +261,8 @@ class TierFleet:
                 reroute += waiting
                 group.remove(victim)
                 self._close(victim, now)
-                self.totals.preempted += 1
+                if not victim.noticed:
+                    self.totals.preempted += 1
                 if group is self.replicas:
                     self._slot_used[slot] = False
                     if not self._start(now, instant=self.instant_restarts):

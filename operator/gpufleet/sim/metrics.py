@@ -115,7 +115,9 @@ class CutCause(IntEnum):
 
     NONE = 0  # not cut
     NODE_LOST = 1  # its replica's node went away (preemption) mid-decode
-    DRAIN_TIMEOUT = 2  # its replica was scaled down and the pool's drain time ran out first
+    # its replica was removed (scaled down, or evicted on a notice of its node's loss) and
+    # the pool's drain time ran out before it finished
+    DRAIN_TIMEOUT = 2
 
     @property
     def label(self) -> str:

@@ -180,6 +180,26 @@ def test_requests_cut_by_a_lost_node_count_under_their_own_cause() -> None:
     assert not result.cut_cause[~cut].any()
 
 
+@pytest.mark.parametrize(
+    ("notice", "cut_at_most"),
+    [pytest.param(0.0, None, id="unnoticed-cuts"), pytest.param(120.0, 0, id="noticed-cuts-none")],
+)
+def test_a_notice_long_enough_lets_a_preempted_replica_finish_its_requests(
+    notice: float, cut_at_most: int | None
+) -> None:
+    pool = mixed_pool(scaling={"intervalSeconds": 30, "drainSeconds": 300})
+    t = trace(np.arange(0.5, 600.0, 0.5), prompt=200, output=1000, classes=[1] * 1200)
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    preemption = Preemption(mean_up_seconds=120.0, mean_down_seconds=60, notice_seconds=notice)
+    result = simulate(pool, t, policy, SimConfig(seed=1, preemption=preemption))
+    cut = int(np.sum(result.fate == Fate.CUT))
+    assert result.tiers["rtx4090"].preempted > 0
+    if cut_at_most is None:
+        assert cut > 0
+    else:
+        assert cut <= cut_at_most
+
+
 @pytest.mark.timeout(30)
 def test_gpufleet_runs_the_planner_and_carries_its_status() -> None:
     pool = mixed_pool()

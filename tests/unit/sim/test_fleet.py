@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from gpufleet.sim.engine import models_of
-from gpufleet.sim.fleet import Preemption, TierFleet, slot_events
+from gpufleet.sim.fleet import NodeChange, Preemption, TierFleet, node_changes, slot_events
 from gpufleet.sim.metrics import CutCause, Fate, Recorder
 from gpufleet.sim.replica import engine_params
 from tests.unit.sim.factories import mixed_pool, trace
@@ -196,3 +196,54 @@ def test_warm_replicas_were_created_a_model_load_before_the_start() -> None:
     assert (warm.created, warm.started, warm.ready_at) == (-load, 0.0, 0.0)
     assert (cold.created, cold.started, cold.ready_at) == (30.0, 30.0, 30.0 + load)
     assert fleet.replica_seconds(30.0) == pytest.approx(30.0)  # paid from t=0, not before
+
+
+def test_a_notice_comes_its_length_before_the_loss_but_not_before_the_node_came_up() -> None:
+    events = [(100.0, 0, False), (160.0, 0, True), (175.0, 0, False), (50.0, 1, False)]
+    events.sort()
+    assert node_changes(events, 0.0) == [
+        (50.0, 1, NodeChange.DOWN, 50.0),
+        (100.0, 0, NodeChange.DOWN, 100.0),
+        (160.0, 0, NodeChange.UP, math.inf),
+        (175.0, 0, NodeChange.DOWN, 175.0),
+    ]
+    assert node_changes(events, 30.0) == [
+        (20.0, 1, NodeChange.NOTICE, 50.0),
+        (50.0, 1, NodeChange.DOWN, 50.0),
+        (70.0, 0, NodeChange.NOTICE, 100.0),
+        (100.0, 0, NodeChange.DOWN, 100.0),
+        (160.0, 0, NodeChange.UP, math.inf),
+        (160.0, 0, NodeChange.NOTICE, 175.0),  # up 15 s only: noticed as it came up
+        (175.0, 0, NodeChange.DOWN, 175.0),
+    ]
+
+
+def test_a_noticed_replica_drains_until_its_node_goes_while_its_replacement_starts() -> None:
+    fleet, recorder = _fleet(drain_seconds=600.0)
+    fleet.scale(1, 0.0, instant=True)
+    noticed = fleet.replicas[0]
+    noticed.engine.enqueue(0, 0.0)  # finishes within the notice
+    fleet.slot_notice(noticed.slot, 0.5, down_at=60.0)
+    assert fleet.replicas != [] and noticed not in fleet.replicas  # takes no new request
+    assert fleet.draining == [noticed]
+    assert fleet.desired == 1 and fleet.totals.cold_starts == 1  # replacement at once
+    assert fleet.replicas[0].slot != noticed.slot
+    assert fleet.totals.preempted == 1
+    fleet.advance(59.0)
+    assert recorder.fate[0] == Fate.COMPLETED
+    assert fleet.draining == []
+    assert fleet.slot_down(noticed.slot, 60.0) == []
+    assert fleet.totals.preempted == 1  # counted once, at the notice
+
+
+def test_what_a_noticed_replica_still_decodes_when_its_node_goes_is_cut_as_node_lost() -> None:
+    fleet, recorder = _fleet(drain_seconds=600.0)
+    fleet.scale(1, 0.0, instant=True)
+    noticed = fleet.replicas[0]
+    noticed.engine.enqueue(0, 0.0)  # 100 tokens: still decoding at t=1
+    fleet.slot_notice(noticed.slot, 0.5, down_at=1.0)
+    fleet.advance(0.9)
+    fleet.slot_down(noticed.slot, 1.0)
+    assert recorder.fate[0] == Fate.CUT
+    assert recorder.cut_cause[0] == CutCause.NODE_LOST
+    assert fleet.totals.preempted == 1
