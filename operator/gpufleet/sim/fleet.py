@@ -4,9 +4,8 @@ A tier has as many node *slots* as its maxReplicas; a replica runs on a slot. Th
 a preemptible tier go away at random (exponential up and down times, seeded per tier, the
 same for every policy) and come back; the replica on a slot that goes away dies, its
 waiting requests go back to the router and its decoding ones are cut (cause: node lost);
-the Deployment
-still wants it, so it restarts on another slot (cold) or stays Pending (unschedulable)
-until a slot comes back. With a notice (`Preemption.notice_seconds`), a node is known to be
+the Deployment still wants it, so it restarts on another slot (cold) or stays Pending
+(unschedulable) until a slot comes back. With a notice (`Preemption.notice_seconds`), a node is known to be
 leaving that long before it goes (as a node termination handler or an interruption taint
 tells the cluster): its replica is evicted at the notice, takes no new request and drains
 what it has until the node goes (or for the pool's drain time, if shorter), while the
@@ -112,7 +111,7 @@ class SimReplica:
     # When its pod was created, for the pod start times policies see: `started`, except for
     # the warm start's replicas, created a model load before t=0 as if already running.
     created: float = 0.0
-    # Removed by a scale-down: what it still holds at this time is cut.
+    # Removed (a scale-down, a notice of its node's loss): what it still holds then is cut.
     deadline: float = math.inf
     noticed: bool = False  # evicted ahead of its node's loss (counted as preempted then)
 
