@@ -5,14 +5,14 @@ examples/llama3-8b-mixed.yaml (its rtx4090 tier is preemptible) on the Azure con
 trace (../shared/data/traces/azure-llm-inference-2023-conv.csv), 30% realtime, once with
 `spec.scaling.hedgePreemptible: true` and once with `false` (both pool files written from
 the example into a temporary directory, nothing else changed), on the same seeds: the same
-trace, class draws, routing draws and node losses per slot. The 4090 nodes go away more
-often than the simulator's default (`--preemption-mean-hours`, default 0.25: a node stays
-up 15 minutes on average, away 10), so one hour of trace holds enough losses to compare.
-Prints one table, the two side by side, summed over the seeds (attainment over every
-request of every seed): SLO attainment per class, cut requests by cause, requests
-dropped, replicas preempted, cold starts, cost ($ and $/Mtok) and replica-hours; then
-rewrites the hedging section of BENCHMARKS.md (between its markers). Run with
-`make bench-hedging`.
+trace, class draws, routing draws and node losses per slot. The 4090 nodes go away far
+more often than the simulator's default of 2 hours up (`--mean-up-minutes`, default 30
+and 5: a mild and a harsh rate, away 5 minutes), so one hour of trace holds enough losses
+for the loss rate the planner learns to matter. Prints one table, hedged and unhedged side
+by side per rate, summed over the seeds (attainment over every request of every seed):
+SLO attainment per class, cut requests by cause, requests dropped, replicas preempted,
+cold starts, cost ($ and $/Mtok) and replica-hours; then rewrites the hedging section of
+BENCHMARKS.md (between its markers). Run with `make bench-hedging`.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ SECTION = "hedging"  # tools.benchmarks_md.markers(SECTION)
 
 VARIANTS: tuple[tuple[str, bool], ...] = (("hedged", True), ("unhedged", False))
 SEEDS = (0, 1, 2, 3, 4)
-MEAN_UP_HOURS = 0.25
-OUTAGE_MINUTES = 10.0
+# Mean minutes a 4090 node stays up, one pair of columns each: a mild rate and a harsh one.
+MEAN_UP_MINUTES = (30.0, 5.0)
+OUTAGE_MINUTES = 5.0
 REALTIME_FRACTION = 0.3
 
 
@@ -63,7 +64,23 @@ def pool_body(hedge: bool, source: Path = POOL) -> dict[str, Any]:
     return body
 
 
-def command(pool: str, seed: int, mean_up_hours: float, duration: float | None = None) -> list[str]:
+@dataclass(frozen=True)
+class Setting:
+    """What every run shares: seeds, how long a lost node stays away, how much trace."""
+
+    seeds: Sequence[int] = SEEDS
+    outage_minutes: float = OUTAGE_MINUTES
+    duration: float | None = None  # seconds of trace replayed; None: all of it
+
+    @property
+    def part(self) -> str:
+        if self.duration is None:
+            return "the whole trace"
+        return f"the first {self.duration:g} s of the trace (a slice)"
+
+
+def command(pool: str, seed: int, mean_up_minutes: float, setting: Setting) -> list[str]:
+    duration = setting.duration
     extra = ["--duration", f"{duration:g}"] if duration is not None else []
     return [
         "simulate",
@@ -72,8 +89,8 @@ def command(pool: str, seed: int, mean_up_hours: float, duration: float | None =
         "--policy", "gpufleet",
         "--realtime-fraction", f"{REALTIME_FRACTION:g}",
         "--seed", str(seed),
-        "--preemption-mean-hours", f"{mean_up_hours:g}",
-        "--preemption-outage-minutes", f"{OUTAGE_MINUTES:g}",
+        "--preemption-mean-hours", f"{mean_up_minutes / 60:.6g}",
+        "--preemption-outage-minutes", f"{setting.outage_minutes:g}",
         *extra,
     ]  # fmt: skip
 
@@ -100,10 +117,15 @@ def drain_of(body: Mapping[str, Any], outcome: Outcome) -> int:
 
 @dataclass(frozen=True)
 class Totals:
-    """One variant's runs, summed over the seeds."""
+    """One variant's runs at one loss rate, summed over the seeds."""
 
-    name: str
+    name: str  # hedged or unhedged
+    mean_up_minutes: float
     runs: Sequence[Summary]
+
+    @property
+    def label(self) -> str:
+        return f"{self.name}, up {self.mean_up_minutes:g} min"
 
     def attainment(self, name: str) -> float:
         """The share of the class's requests, over every seed, within its objective."""
@@ -147,7 +169,7 @@ def table_rows(totals: Sequence[Totals]) -> tuple[list[str], list[list[str]]]:
     from gpufleet.sim.metrics import CUT_CAUSES
 
     first = totals[0].runs[0]
-    header = ["summed over the seeds", *(f"gpufleet, {t.name}" for t in totals)]
+    header = ["gpufleet, summed over the seeds", *(t.label for t in totals)]
     rows: list[list[str]] = []
     for name, c in first.classes.items():
         rows.append(
@@ -176,36 +198,52 @@ def table_rows(totals: Sequence[Totals]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def findings(totals: Sequence[Totals]) -> str:
-    """What the numbers say, hedged against unhedged (the first two variants)."""
+def findings(totals: Sequence[Totals]) -> list[str]:
+    """What the numbers say, hedged against unhedged at each loss rate."""
     from gpufleet.sim.metrics import CutCause
 
-    hedged, unhedged = totals[0], totals[1]
-    names = list(hedged.runs[0].classes)
-    points = ", ".join(
-        f"{n} {(hedged.attainment(n) - unhedged.attainment(n)) * 100:+.2f} points" for n in names
-    )
     lost = CutCause.NODE_LOST
-    hours = {
-        t: hedged.replica_hours(t) - unhedged.replica_hours(t) for t in hedged.runs[0].replica_hours
-    }
-    extra = ", ".join(f"{t} {h:+.2f} replica-hours" for t, h in hours.items())
-    return (
-        f"Hedged against unhedged: attainment {points}; "
-        f"{hedged.cut(lost)} vs {unhedged.cut(lost)} requests cut by lost nodes; "
-        f"{hedged.preempted} vs {unhedged.preempted} replicas preempted; "
-        f"${hedged.dollars:.2f} vs ${unhedged.dollars:.2f} "
-        f"({hedged.per_million_tokens:.4f} vs {unhedged.per_million_tokens:.4f} $/Mtok; {extra})."
-    )
+    said = []
+    for hedged in (t for t in totals if t.name == VARIANTS[0][0]):
+        unhedged = next(
+            (
+                t
+                for t in totals
+                if t.name == VARIANTS[1][0] and t.mean_up_minutes == hedged.mean_up_minutes
+            ),
+            None,
+        )
+        if unhedged is None:
+            continue
+        first = hedged.runs[0]
+        points = ", ".join(
+            f"{n} {(hedged.attainment(n) - unhedged.attainment(n)) * 100:+.2f} points"
+            for n in first.classes
+        )
+        hours = ", ".join(
+            f"{t} {hedged.replica_hours(t) - unhedged.replica_hours(t):+.2f} replica-hours"
+            for t in first.replica_hours
+        )
+        said.append(
+            f"Nodes up {hedged.mean_up_minutes:g} min, hedged against unhedged: attainment "
+            f"{points}; {hedged.cut(lost)} vs {unhedged.cut(lost)} requests cut by lost nodes; "
+            f"{hedged.dropped} vs {unhedged.dropped} dropped; {hedged.preempted} vs "
+            f"{unhedged.preempted} replicas preempted; ${hedged.dollars:.2f} vs "
+            f"${unhedged.dollars:.2f} ({hedged.per_million_tokens:.4f} vs "
+            f"{unhedged.per_million_tokens:.4f} $/Mtok; {hours})."
+        )
+    return said
 
 
 CAVEAT = (
-    "The margin is capacity bought before a loss: a replica that starts a lead time after "
-    "its node went away is already Ready on another one, so the tier is less short while "
-    "the replacement loads. It does not save the requests decoding on the node that goes: "
-    "those are cut at that instant whatever the margin (more replicas on preemptible nodes "
-    "are, if anything, more of them exposed), so cuts by lost nodes are not what hedging "
-    "lowers; what it can lower is the queueing and overflow after a loss, seen in attainment."
+    "The margin is capacity bought before a loss: while a lost replica's replacement loads "
+    "the model (a lead time), the margin replica is already serving, so the tier queues and "
+    "overflows less after a loss. It does nothing at the moment of a loss: the requests "
+    "decoding on the node that goes are cut whatever the margin. The count of requests cut "
+    "by lost nodes moves only because hedging changes how many replicas are exposed and how "
+    "many requests each one holds (more replicas, fewer in flight on each), not because a "
+    "cut is avoided; only a notice (`--preemption-notice-seconds`) lets a replica finish "
+    "what it holds before its node goes."
 )
 
 
@@ -216,36 +254,35 @@ def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str
 
 
 def section(
-    totals: Sequence[Totals],
-    seeds: Sequence[int],
-    mean_up_hours: float,
-    duration: float | None,
-    meta: Mapping[str, Any],
-    wall: float,
+    totals: Sequence[Totals], setting: Setting, meta: Mapping[str, Any], wall: float
 ) -> str:
     header, rows = table_rows(totals)
-    template = command("POOL", 0, mean_up_hours, duration)
+    template = command("POOL", 0, 60.0, setting)
     template[template.index("--seed") + 1] = "SEED"
+    template[template.index("--preemption-mean-hours") + 1] = "UP/60"
+    rates = sorted({t.mean_up_minutes for t in totals}, reverse=True)
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    part = f"the first {duration:g} s of the trace" if duration is not None else "the whole trace"
+    said = "\n\n".join(findings(totals))
     return f"""## Hedging preemptible tiers
 
 `make bench-hedging` ({date}, {os.cpu_count()} CPUs, Python {platform.python_version()}) runs,
-for SEED in {", ".join(str(s) for s in seeds)} and POOL `{_relative(POOL)}` with
-`spec.scaling.hedgePreemptible` set to true (hedged) or false (unhedged),
+for SEED in {", ".join(str(s) for s in setting.seeds)}, UP in {", ".join(f"{r:g}" for r in rates)}
+and POOL `{_relative(POOL)}` with `spec.scaling.hedgePreemptible` set to true (hedged) or
+false (unhedged),
 
     gpufleet {shlex.join(template)}
 
-on {part} ({meta["requests"]} requests over {meta["durationSeconds"]:.0f} s per seed). The
-rtx4090 tier is preemptible: its nodes stay up {mean_up_hours * 60:g} minutes on average and
-stay away {OUTAGE_MINUTES:g} (harsher than the simulator's default, so an hour holds enough
-losses); the h100 tier is not. Both variants see the same node losses per slot for a seed.
-Scale-downs drain for the pool's drain time (derived: {meta["drainSeconds"]} s). Attainment is
-over every request of every seed. **Wall time: {wall:.1f} s.**
+on {setting.part} ({meta["requests"]} requests over {meta["durationSeconds"]:.0f} s per
+seed). The rtx4090 tier is preemptible: its nodes stay up UP minutes on average and stay
+away {setting.outage_minutes:g}, far more often than the simulator's default of 2 hours up, so
+that one hour of trace holds enough losses for the rate the planner learns to outweigh its
+prior; the h100 tier is not preemptible. Both variants see the same node losses per slot
+for a seed. Scale-downs drain for the pool's drain time (derived: {meta["drainSeconds"]} s).
+Attainment is over every request of every seed. **Wall time: {wall:.1f} s.**
 
 {_markdown_table(header, rows)}
 
-{findings(totals)}
+{said}
 
 {CAVEAT}"""
 
@@ -260,13 +297,24 @@ def print_table(totals: Sequence[Totals], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 140)
+    console = Console(width=None if sys.stdout.isatty() else 160)
     header, rows = table_rows(totals)
     table = Table(*header, title=title)
     for row in rows:
         table.add_row(*row)
     console.print(table)
-    console.print(findings(totals), highlight=False)
+    for line in findings(totals):
+        console.print(line, highlight=False)
+
+
+def _minutes(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected minutes, e.g. 30,5") from None
+    if not values or any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive minutes, e.g. 30,5")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,10 +324,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--seeds", type=int, default=len(SEEDS), help=f"seeds 0..N-1 (default {len(SEEDS)})"
     )
     parser.add_argument(
-        "--preemption-mean-hours",
+        "--mean-up-minutes",
+        type=_minutes,
+        default=MEAN_UP_MINUTES,
+        help="mean minutes a 4090 node stays up, comma-separated, one pair of columns each "
+        f"(default {','.join(f'{m:g}' for m in MEAN_UP_MINUTES)})",
+    )
+    parser.add_argument(
+        "--outage-minutes",
         type=float,
-        default=MEAN_UP_HOURS,
-        help=f"mean time a 4090 node stays up ({MEAN_UP_HOURS:g})",
+        default=OUTAGE_MINUTES,
+        help=f"mean minutes a lost 4090 node stays away ({OUTAGE_MINUTES:g})",
     )
     parser.add_argument(
         "--duration", type=float, default=None, help="replay only the trace's first S seconds"
@@ -289,34 +344,37 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not path.exists():
             print(f"bench-hedging: {path} is missing (shared data lives next to the repo)")
             return 2
-    seeds = list(range(args.seeds))
+    setting = Setting(
+        seeds=tuple(range(args.seeds)), outage_minutes=args.outage_minutes, duration=args.duration
+    )
     started = time.perf_counter()
     totals: list[Totals] = []
     meta: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-hedging-") as folder:
-        for name, hedge in VARIANTS:
-            body = pool_body(hedge)
-            path = Path(folder) / f"{name}.yaml"
-            path.write_text(yaml.safe_dump(body, sort_keys=False))
-            runs = []
-            for seed in seeds:
-                argv_ = command(str(path), seed, args.preemption_mean_hours, args.duration)
-                print(f"gpufleet {shlex.join(argv_)}", file=sys.stderr)
-                outcome = simulate(argv_)
-                runs.extend(outcome.summaries)
-                if not meta:
-                    meta = {**outcome.meta, "drainSeconds": drain_of(body, outcome)}
-            totals.append(Totals(name, runs))
+        for up in args.mean_up_minutes:
+            for name, hedge in VARIANTS:
+                body = pool_body(hedge)
+                path = Path(folder) / f"{name}.yaml"
+                path.write_text(yaml.safe_dump(body, sort_keys=False))
+                runs = []
+                for seed in setting.seeds:
+                    argv_ = command(str(path), seed, up, setting)
+                    print(f"gpufleet {shlex.join(argv_)}", file=sys.stderr)
+                    outcome = simulate(argv_)
+                    runs.extend(outcome.summaries)
+                    if not meta:
+                        meta = {**outcome.meta, "drainSeconds": drain_of(body, outcome)}
+                totals.append(Totals(name, up, runs))
     wall = time.perf_counter() - started
-    part = f"first {args.duration:g} s of " if args.duration is not None else ""
     print_table(
         totals,
-        f"Hedging the preemptible rtx4090 tier: {part}{_relative(TRACE)}, "
-        f"seeds {seeds[0]}..{seeds[-1]}, nodes up {args.preemption_mean_hours * 60:g} min",
+        f"Hedging the preemptible rtx4090 tier: {_relative(TRACE)}, {setting.part}, seeds "
+        f"{setting.seeds[0]}..{setting.seeds[-1]}, lost 4090 nodes away "
+        f"{setting.outage_minutes:g} min on average",
     )
     print(f"Simulated in {wall:.1f} s")
     if not args.no_write:
-        write(section(totals, seeds, args.preemption_mean_hours, args.duration, meta, wall))
+        write(section(totals, setting, meta, wall))
         print(f"Wrote the hedging section of {_relative(BENCHMARKS)}")
     return 0
 

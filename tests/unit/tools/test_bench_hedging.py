@@ -6,7 +6,16 @@ from typing import Any
 
 import pytest
 import yaml
-from tools.bench_hedging import POOL, Totals, command, findings, pool_body, section, table_rows
+from tools.bench_hedging import (
+    POOL,
+    Setting,
+    Totals,
+    command,
+    findings,
+    pool_body,
+    section,
+    table_rows,
+)
 
 from gpufleet.sim.metrics import CutCause
 from gpufleet.sim.report import ClassSummary, Summary
@@ -52,6 +61,7 @@ def run(
 
 HEDGED = Totals(
     "hedged",
+    5.0,
     [
         run((100, 0.90), lost=5, preempted=3, cost=2.0, rtx_hours=3.0),
         run((300, 0.98), lost=7, timeout=1, preempted=4, cost=2.0, rtx_hours=3.0),
@@ -59,6 +69,7 @@ HEDGED = Totals(
 )
 UNHEDGED = Totals(
     "unhedged",
+    5.0,
     [
         run((100, 0.80), lost=4, preempted=2, cost=1.5),
         run((300, 0.96), lost=6, preempted=3, cost=1.5),
@@ -90,7 +101,7 @@ def test_attainment_is_over_every_request_of_every_seed_and_cuts_are_summed() ->
 
 def test_the_table_puts_both_variants_side_by_side_with_cuts_by_cause() -> None:
     header, rows = table_rows([HEDGED, UNHEDGED])
-    assert header[1:] == ["gpufleet, hedged", "gpufleet, unhedged"]
+    assert header[1:] == ["hedged, up 5 min", "unhedged, up 5 min"]
     by_label = {row[0]: row[1:] for row in rows}
     assert by_label["realtime SLO attainment % (obj 100 ms)"] == ["96.00", "92.00"]
     assert by_label["requests cut: node lost"] == ["12", "10"]
@@ -100,20 +111,38 @@ def test_the_table_puts_both_variants_side_by_side_with_cuts_by_cause() -> None:
     assert by_label["$ total"] == ["4.00", "3.00"]
     assert by_label["$/Mtok"] == ["2.0000", "1.5000"]
     assert by_label["rtx4090 replica-hours"] == ["6.00", "4.00"]
-    said = findings([HEDGED, UNHEDGED])
-    assert "realtime +4.00 points" in said
+    (said,) = findings([HEDGED, UNHEDGED])
+    assert said.startswith("Nodes up 5 min, hedged against unhedged: attainment realtime +4.00")
     assert "12 vs 10 requests cut by lost nodes" in said
     assert "rtx4090 +2.00 replica-hours" in said
 
 
 def test_the_section_names_the_command_and_the_heading() -> None:
-    argv = command("pool.yaml", 3, 0.25)
+    setting = Setting(seeds=(0, 1), outage_minutes=5.0)
+    argv = command("pool.yaml", 3, 15.0, setting)
     assert argv[argv.index("--seed") + 1] == "3"
     assert argv[argv.index("--preemption-mean-hours") + 1] == "0.25"
+    assert argv[argv.index("--preemption-outage-minutes") + 1] == "5"
     assert argv[argv.index("--policy") + 1] == "gpufleet"
+    assert "--duration" not in argv
+    sliced = command("pool.yaml", 3, 15.0, Setting(duration=1800.0))
+    assert sliced[sliced.index("--duration") + 1] == "1800"
+    assert Setting(duration=1800.0).part == "the first 1800 s of the trace (a slice)"
     meta = {"requests": 19366, "durationSeconds": 3502.0, "drainSeconds": 32}
-    text = section([HEDGED, UNHEDGED], [0, 1], 0.25, None, meta, 12.0)
+    text = section([HEDGED, UNHEDGED], setting, meta, 12.0)
     assert text.startswith("## Hedging preemptible tiers")
-    assert "--seed SEED" in text and "-f POOL" in text
+    assert "--seed SEED" in text and "-f POOL" in text and "--preemption-mean-hours UP/60" in text
     assert "| requests cut: node lost | 12 | 10 |" in text
-    assert "It does not save the requests decoding on the node that goes" in text
+    assert "It does nothing at the moment of a loss" in text
+    assert "UP in 5\n" in text
+    assert "away 5, far more often" in text
+    assert "the whole trace (19366 requests" in text
+
+
+def test_a_hedged_column_is_compared_with_the_unhedged_one_at_its_own_rate() -> None:
+    mild = Totals("hedged", 30.0, HEDGED.runs)
+    mild_unhedged = Totals("unhedged", 30.0, HEDGED.runs)
+    said = findings([mild, mild_unhedged, HEDGED, UNHEDGED])
+    assert [line.split(",")[0] for line in said] == ["Nodes up 30 min", "Nodes up 5 min"]
+    assert "realtime +0.00 points" in said[0]
+    assert "realtime +4.00 points" in said[1]
