@@ -47,6 +47,7 @@ def observe(
             starting_replicas=pods.starting if pods else 0,
             unschedulable_replicas=pods.unschedulable if pods else 0,
             pod_starts=tuple(pods.starts) if pods else (),
+            lost_pods=tuple(sorted(pods.leaving_pods)) if pods else (),
             # Every Prometheus reading of the tier, field for field (TierObservation has them).
             **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
         )

@@ -42,6 +42,7 @@ def export_pool(
             "unschedulable": tier.unschedulable_replicas,
             "lost": tier.lost_replicas,
             "reserve": tier.reserve_replicas,
+            "margin": tier.margin_replicas,
         }
         for state, count in states.items():
             replicas[(ns, name, tier.name, state)] = count

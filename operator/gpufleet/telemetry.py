@@ -44,7 +44,8 @@ class Telemetry:
         self.replicas = Gauge(
             "gpufleet_pool_replicas",
             "Replicas per pool and tier, by state: desired, ready, starting (scheduled, not "
-            "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve).",
+            "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve), "
+            "margin (for a preemptible tier's expected node losses).",
             ["namespace", "pool", "tier", "state"],
             registry=self.registry,
         )

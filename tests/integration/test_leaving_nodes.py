@@ -15,6 +15,8 @@ from kubernetes import client
 
 from gpufleet.adapters.kube import KubeAdapter
 from gpufleet.desired.leaving import REPLACING
+from gpufleet.planning.hedging import PRIOR_RATE_PER_REPLICA_HOUR
+from gpufleet.planning.planner import plan
 from gpufleet.reconcile import NoMetrics, Reconciler
 from gpufleet.telemetry import Telemetry
 from tests.harness import create_pool, get_pool, ready_pods, tier_status, wait_for
@@ -96,5 +98,56 @@ def test_replicas_on_a_node_being_removed_are_replaced_at_once(
         assert deployment.metadata.annotations[REPLACING] == "0"
         found = get_pool(kube_api, namespace, POOL)
         assert tier_status(found, "rtx4090").get("leavingReplicas", 0) == 0
+    finally:
+        set_taint(core, node, False)
+
+
+def test_a_preemptible_tier_learns_each_leaving_pod_once_into_status(
+    kube_api: Any, namespace: str, crd: None
+) -> None:
+    """The real planner over the real adapter: a pod on a node tainted for removal is a
+    loss of the preemptible tier, in `nodeLoss` with its name; a later pass that still sees
+    it does not count it again."""
+    core = client.CoreV1Api(kube_api)
+    telemetry = Telemetry()
+    reconciler = Reconciler(
+        KubeAdapter(kube_api, telemetry), NoMetrics(), plan, telemetry,
+        lambda: datetime.now(UTC),
+    )  # fmt: skip
+    name = "hedged"
+    body = pool(
+        name,
+        namespace=namespace,
+        tiers=[tier("rtx4090", minReplicas=2, preemptible=True)],
+        classes=[traffic_class("chat", 2000)],
+    )
+    create_pool(kube_api, namespace, body)
+
+    def reconcile() -> Any:
+        result = reconciler.reconcile(get_pool(kube_api, namespace, name))
+        assert result.failure is None, result
+        return result
+
+    reconcile()
+    wait_for("2 Ready pods", lambda: len(ready_pods(core, namespace, name)) == 2, 90)
+    reconcile()
+    before = tier_status(get_pool(kube_api, namespace, name), "rtx4090")["nodeLoss"]
+    assert before["lostPods"] == [] and before["losses"] == 0
+    assert before["ratePerReplicaHour"] == pytest.approx(PRIOR_RATE_PER_REPLICA_HOUR, rel=0.01)
+    victim = ready_pods(core, namespace, name)[0]
+    node = victim.spec.node_name
+    set_taint(core, node, True)
+    try:
+        time.sleep(NODE_CACHE_SECONDS)
+        reconcile()
+        lost = tier_status(get_pool(kube_api, namespace, name), "rtx4090")["nodeLoss"]
+        assert lost["lostPods"] == [victim.metadata.name]
+        assert lost["losses"] == pytest.approx(1.0, abs=0.01)
+        assert lost["ratePerReplicaHour"] > before["ratePerReplicaHour"]
+        # Seen again while its node still runs it: not a second loss.
+        reconcile()
+        still = tier_status(get_pool(kube_api, namespace, name), "rtx4090")["nodeLoss"]
+        assert still["losses"] == pytest.approx(1.0, abs=0.01)
+        assert still["lostPods"] == [victim.metadata.name]
     finally:
         set_taint(core, node, False)

@@ -67,6 +67,7 @@ class Reason(StrEnum):
     AS_PLANNED = "AsPlanned"
     UNSCHEDULABLE = "Unschedulable"
     CAPACITY_LOST = "CapacityLost"
+    LOSING_NODES = "LosingNodes"
     CHILD_CONFLICT = "ChildConflict"
     PODS_REFUSED = "PodsRefused"
     IMAGE_PULL_FAILED = "ImagePullFailed"
@@ -171,6 +172,41 @@ class TierStatus(StatusModel):
     reserve_replicas: int = Field(
         default=0,
         description="Replicas held above the expected demand to absorb a burst for a lead time.",
+    )
+    margin_replicas: int = Field(
+        default=0,
+        description=(
+            "Replicas a preemptible tier runs on top of the plan for the node losses expected "
+            "within its lead time (part of desiredReplicas; spec.scaling.hedgePreemptible)."
+        ),
+    )
+    node_loss: NodeLoss | None = Field(
+        default=None,
+        description="A preemptible tier's node losses, learned online: what its margin is from.",
+    )
+
+
+class NodeLoss(StatusModel):
+    """A preemptible tier's loss evidence, as of `since` (decayed over hours)."""
+
+    rate_per_replica_hour: float = Field(
+        description=(
+            "Learned losses per replica-hour: a prior of one a day plus the losses seen over "
+            "the Ready replica-hours seen, both decaying over about six hours."
+        )
+    )
+    losses: float = Field(default=0.0, description="Losses seen (decayed), as of since.")
+    exposure_replica_hours: float = Field(
+        default=0.0, description="Ready replica-hours seen (decayed), as of since."
+    )
+    replicas: int = Field(default=0, description="Ready replicas since then.")
+    since: datetime = Field(description="When this evidence was last updated.")
+    lost_pods: list[Annotated[str, StringConstraints(max_length=253)]] = Field(
+        default_factory=list,
+        max_length=256,
+        description=(
+            "Pods on nodes gone, NotReady or leaving, already counted: each loss counts once."
+        ),
     )
 
 
@@ -278,6 +314,13 @@ class InferencePoolStatus(StatusModel):
     reserve_cost_per_hour: str | None = Field(
         default=None,
         description="Dollars per hour of the replicas held as burst reserve (in costPerHour).",
+    )
+    margin_cost_per_hour: str | None = Field(
+        default=None,
+        description=(
+            "Dollars per hour of the replicas preemptible tiers run for expected node losses "
+            "(in costPerHour)."
+        ),
     )
     last_decision: Decision | None = Field(default=None, description="The last decision.")
     tier_summary: str | None = Field(

@@ -666,6 +666,14 @@ class Scaling(Model):
             "volatility over a replica's lead time. Defaults to 90."
         ),
     )
+    hedge_preemptible: bool = Field(
+        default=True,
+        description=(
+            "Run, on each preemptible tier, the replicas it is expected to lose within its "
+            "lead time (at forecastPercentile), from its node loss rate learned online. "
+            "Defaults to true."
+        ),
+    )
     drain_seconds: int | None = Field(
         default=None,
         ge=0,

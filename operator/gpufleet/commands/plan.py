@@ -136,6 +136,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "replicas": result.tiers[t.name].replicas,
                 "costPerHour": t.price_per_replica_hour * result.tiers[t.name].replicas,
                 "reserveReplicas": result.tiers[t.name].reserve_replicas,
+                "marginReplicas": result.tiers[t.name].margin_replicas,
                 "leadTimeSeconds": result.tiers[t.name].lead_time_seconds,
                 "profile": _profile(pool, t.name),
             }
@@ -156,6 +157,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
         ],
         "costPerHour": result.cost_per_hour,
         "reserveCostPerHour": result.reserve_cost_per_hour,
+        "marginCostPerHour": result.margin_cost_per_hour,
         "costPerMillionTokens": result.cost_per_million_tokens,
         "energyKwhPerMillionTokens": result.energy_kwh_per_million_tokens,
         "carbonGramsPerMillionTokens": result.carbon_grams_per_million_tokens,
@@ -177,7 +179,7 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
     data = to_json(pool, demand, result)
     console = Console()
     tiers = Table(title=f"Plan for {data['pool']} ({data['model']})", title_justify="left")
-    numbers = ("GPUs", "replicas", "reserve", "lead time", "$/hour")
+    numbers = ("GPUs", "replicas", "reserve", "margin", "lead time", "$/hour")
     for column in ("tier", "accelerator", *numbers, "profile"):
         tiers.add_column(column, justify="right" if column in numbers else "left")
     for t in data["tiers"]:
@@ -187,6 +189,7 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
             str(t["gpusPerReplica"]),
             str(t["replicas"]),
             str(t["reserveReplicas"]),
+            str(t["marginReplicas"]),
             "-" if t["leadTimeSeconds"] is None else f"{t['leadTimeSeconds']:.0f} s",
             f"{t['costPerHour']:.2f}",
             t["profile"],
@@ -214,7 +217,8 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
     energy = data["energyKwhPerMillionTokens"]
     carbon = data["carbonGramsPerMillionTokens"]
     console.print(
-        f"$/hour {data['costPerHour']:.2f} (burst reserve {data['reserveCostPerHour']:.2f})   "
+        f"$/hour {data['costPerHour']:.2f} (burst reserve {data['reserveCostPerHour']:.2f}, "
+        f"loss margin {data['marginCostPerHour']:.2f})   "
         f"$/Mtok {'-' if per_million is None else f'{per_million:.4f}'}   "
         f"energy {'-' if energy is None else f'{energy:.3f} kWh/Mtok'}   "
         f"carbon {'-' if carbon is None else f'{carbon:.0f} gCO2e/Mtok'}",

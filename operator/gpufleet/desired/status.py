@@ -136,6 +136,8 @@ def build_status(
                 else round(decided.lead_time_seconds),
                 lead_time_observed_at=decided.lead_time_observed_at,
                 reserve_replicas=decided.reserve_replicas,
+                margin_replicas=decided.margin_replicas,
+                node_loss=decided.node_loss,
             )
         )
 
@@ -182,6 +184,9 @@ def build_status(
         carbon_grams_per_million_tokens=_three(plan.carbon_grams_per_million_tokens),
         reserve_cost_per_hour=money(plan.reserve_cost_per_hour)
         if plan.reserve_cost_per_hour > 0
+        else None,
+        margin_cost_per_hour=money(plan.margin_cost_per_hour)
+        if plan.margin_cost_per_hour > 0
         else None,
         last_decision=decision,
         tier_summary=" ".join(f"{t.name}:{t.ready_replicas}/{t.desired_replicas}" for t in tiers),

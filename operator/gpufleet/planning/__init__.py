@@ -3,7 +3,8 @@
 Where each thing is decided:
 - replicas per tier and weights per class: `planner.plan(spec, observation, previous)`,
   the one entry point (its steps: `feedback`, `classes`, `bounds`, `optimizer`, `replicas`,
-  `stabilization`, `routing`; predictions in `predict`; the reason and message in `explain`);
+  `stabilization`, `routing`; a preemptible tier's loss rate and margin in `hedging`;
+  predictions in `predict`; the reason and message in `explain`);
 - each condition: a named check in `conditions` (ready, objectives, metrics, degraded,
   routing);
 - class demand and class P99 from per-tier readings: `observed.observe_classes` (with

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from gpufleet.api.status import Reason
 from gpufleet.api.types import InferencePoolSpec, decimal
-from gpufleet.planning.records import MetricsState, Observation, Plan, Verdict
+from gpufleet.planning.records import MetricsState, Observation, Plan, TierPlan, Verdict
 
 MAX_MESSAGE = 1000  # conditions and Events allow 1024
 
@@ -187,8 +187,10 @@ def degraded(
     conflicts: Sequence[str] = (),
 ) -> Verdict:
     """Degraded: a tier cannot run what it needs (unschedulable, or lost with preemptible
-    nodes), or objects the pool does not own hold its children's names. Both are told
-    when both hold; a conflict needs a person, so it gives the reason."""
+    nodes), a preemptible tier loses nodes faster than it can start replicas (expected to
+    lose one within every lead time), or objects the pool does not own hold its children's
+    names. All are told when they hold; a conflict needs a person, so it gives the reason,
+    then capacity that cannot run, then the loss rate."""
     parts = []
     capped = {n: t for n, t in plan.tiers.items() if t.capped_at is not None}
     for name, tier in capped.items():
@@ -215,6 +217,8 @@ def degraded(
             )
             + (f"; traffic overflows to {', '.join(others)}" if others else "")
         )
+    losing = [_losing(n, t) for n, t in plan.tiers.items() if t.expected_losses >= 1.0]
+    parts += losing
     if conflicts:
         parts.insert(
             0,
@@ -222,11 +226,24 @@ def degraded(
             "rename the tier or delete them",
         )
         return Verdict(True, Reason.CHILD_CONFLICT, "; ".join(parts)[:MAX_MESSAGE])
-    if not capped:
+    if not capped and not losing:
         return Verdict(False, Reason.AS_PLANNED, "Every tier can run the replicas it needs")
+    if not capped:
+        return Verdict(True, Reason.LOSING_NODES, "; ".join(parts)[:MAX_MESSAGE])
     preemptible = any(t.preemptible for t in spec.tiers if t.name in capped)
     reason = Reason.CAPACITY_LOST if preemptible else Reason.UNSCHEDULABLE
     return Verdict(True, reason, "; ".join(parts)[:MAX_MESSAGE])
+
+
+def _losing(name: str, tier: TierPlan) -> str:
+    rate = tier.node_loss.rate_per_replica_hour if tier.node_loss else 0.0
+    lead = tier.lead_time_seconds or 0.0
+    planned = tier.replicas - tier.margin_replicas
+    return (
+        f"{name}: loses nodes faster than it starts replicas: {rate:.2g} losses per "
+        f"replica-hour, {tier.expected_losses:.1f} expected among its {planned} replicas "
+        f"within the {lead:.0f} s a replacement takes to be Ready"
+    )
 
 
 def routing(state: RoutingState) -> Verdict:

@@ -203,6 +203,19 @@ class Report:
                 + ", ".join(f"{v:.0f} queued {n} tokens" for n, v in queued.items())
                 + ", released once drained"
             )
+        hedged = {n: t for n, t in self.tiers.items() if t.margin_replicas and t.node_loss}
+        if hedged:
+            cost = sum(self.inputs.prices[n] * t.margin_replicas for n, t in hedged.items())
+            notes.append(
+                f"loss margin: ${cost:.2f}/h holds "
+                + ", ".join(
+                    f"{t.margin_replicas} {n} for {t.expected_losses:.2g} losses expected "
+                    f"within {t.lead_time_seconds or 0:.0f} s "
+                    f"({t.node_loss.rate_per_replica_hour:.2g}/replica-hour)"
+                    for n, t in hedged.items()
+                    if t.node_loss is not None
+                )
+            )
         return notes
 
     def _ineligible_notes(self) -> list[str]:

@@ -13,7 +13,8 @@ status) carries. One pass, each step a function of the values before it:
 4. Metrics missing, stale or unreachable: keep the previous decision (same replicas and
    weights; a new pool gets minReplicas and initial weights). Otherwise the optimizer buys
    the cheapest replicas serving every class's demand with headroom, or the
-   priority-ordered best it can (`optimizer`), and the replica steps shape what each
+   priority-ordered best it can (`optimizer`); a preemptible tier adds the replicas it is
+   expected to lose within a lead time (`hedging`), and the replica steps shape what each
    Deployment asks for (`replicas`, `stabilization`).
 5. Weights: what the optimizer serves, overflow kept off higher-priority tiers, moved only
    onto Ready replicas, as integers (`routing`).
@@ -30,7 +31,7 @@ from datetime import datetime
 
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast
+from gpufleet.planning import explain, forecast, hedging
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -66,6 +67,7 @@ class Fleet:
     capacities: Mapping[str, ClassCapacity]
     bounds: TierBounds
     leads: Mapping[str, LeadTime]  # tier -> created-to-Ready time, learned or the prior
+    losses: Mapping[str, hedging.TierLoss]  # preemptible tier -> node loss evidence
 
 
 def plan(spec: InferencePoolSpec, observation: Observation, previous: InferencePoolStatus) -> Plan:
@@ -94,6 +96,7 @@ def derive_fleet(inputs: Inputs) -> Fleet:
         capacities=class_capacities(inputs.classes, models),
         bounds=tier_bounds(inputs, models),
         leads=lead_times(inputs, models),
+        losses=hedging.learn(inputs),
     )
 
 
@@ -133,6 +136,13 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     solution, wanted, asked = recommend(bought)
     steady = recommend(held)[2] if any(drain.values()) else asked
     reserve = _reserve(steady, recommend(expected)[2] if held != expected else steady)
+    # Preemptible tiers run the replicas they are expected to lose within a lead time on
+    # top (held by the scale-down delay like the rest).
+    leads = {n: fleet.leads[n].seconds for n in names}
+    margin = hedging.margins(inputs, fleet.losses, leads, steady)
+    margin = {n: max(min(margin[n], bounds.ask_upper[n] - steady[n]), 0) for n in names}
+    steady = {n: steady[n] + margin[n] for n in names}
+    asked = {n: min(asked[n] + margin[n], bounds.ask_upper[n]) for n in names}
     decisions = _hold_for_delay(inputs, steady)
     target = {
         n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
@@ -180,6 +190,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         forecasts=forecasts,
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
+        margin={n: min(margin[n], target[n]) for n in names},
     )
 
 
@@ -342,9 +353,11 @@ def _finish(
     forecasts: Mapping[str, forecast.ClassForecast] | None = None,
     reserve: Mapping[str, int] | None = None,
     drained: Mapping[str, int] | None = None,
+    margin: Mapping[str, int] | None = None,
 ) -> Plan:
     decisions = decisions or {}
     forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
+    margin = margin or {}
     runs = fleet.bounds.running(target)
     predicted = predicted_p99(inputs, fleet.models, fleet.capacities, runs, weights, demand)
     served = dict(solution.served) if solution else {}
@@ -379,6 +392,11 @@ def _finish(
             lead_time_observed_at=fleet.leads[n].observed_at,
             reserve_replicas=reserve.get(n, 0),
             drain_replicas=drained.get(n, 0),
+            margin_replicas=margin.get(n, 0),
+            expected_losses=hedging.expected(
+                fleet.losses.get(n), target[n] - margin.get(n, 0), fleet.leads[n].seconds
+            ),
+            node_loss=fleet.losses[n].state if n in fleet.losses else None,
         )
         for n in inputs.names
     }
@@ -414,6 +432,7 @@ def _finish(
         carbon_grams_per_million_tokens=None if energy is None else energy * CARBON_GRAMS_PER_KWH,
         awaiting_metrics=initial or held,
         reserve_cost_per_hour=sum(inputs.prices[n] * reserve.get(n, 0) for n in inputs.names),
+        margin_cost_per_hour=sum(inputs.prices[n] * margin.get(n, 0) for n in inputs.names),
     )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from gpufleet.api.status import Reason
+from gpufleet.api.status import NodeLoss, Reason
 from gpufleet.planning.forecast import ClassForecast
 
 
@@ -64,6 +64,9 @@ class TierObservation:
     prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)
     # The tier's Ready pods: when each was created and became Ready (the tier's lead time).
     pod_starts: tuple[PodStart, ...] = ()
+    # The tier's pods on nodes gone, NotReady or leaving (cordoned, tainted for removal):
+    # what a preemptible tier's loss rate learns from (gpufleet.planning.hedging).
+    lost_pods: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,11 @@ class TierPlan:
     lead_time_observed_at: datetime | None = None  # newest pod Ready time learned from
     reserve_replicas: int = 0  # held for the burst reserve (part of `replicas`)
     drain_replicas: int = 0  # bought to drain the queues (part of `replicas`, not held)
+    # Preemptible tiers (gpufleet.planning.hedging): replicas run for the losses expected
+    # within a lead time (part of `replicas`), those expected losses, and the evidence kept.
+    margin_replicas: int = 0
+    expected_losses: float = 0.0
+    node_loss: NodeLoss | None = None
 
 
 @dataclass(frozen=True)
@@ -189,3 +197,4 @@ class Plan:
     # kept because the metrics are missing.
     awaiting_metrics: bool = False
     reserve_cost_per_hour: float = 0.0  # of the replicas held as burst reserve
+    margin_cost_per_hour: float = 0.0  # of the replicas preemptible tiers run for losses

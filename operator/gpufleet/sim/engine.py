@@ -264,6 +264,8 @@ class _Run:
                     )
                     for r in ready
                 ),
+                # A pod on a vanished node is seen until it is deleted: about an interval.
+                lost_pods=tuple(n for t, n in fleet.lost if t > now - self.interval),
             )
             total = fleet.busy_seconds()
             busy[fleet.name] = (total - self.busy_mark[fleet.index]) / self.interval

@@ -143,6 +143,9 @@ class TierFleet:
     draining: list[SimReplica] = field(default_factory=list)
     pending: int = 0  # wanted, no node to run on
     totals: TierTotals = field(default_factory=TierTotals)
+    # (time, pod name) of replicas lost with their nodes: what the operator would see as
+    # pods on vanished nodes until their pods are deleted.
+    lost: list[tuple[float, str]] = field(default_factory=list)
     _slot_up: list[bool] = field(default_factory=list)
     _slot_used: list[bool] = field(default_factory=list)
     _serial: int = 0
@@ -238,6 +241,8 @@ class TierFleet:
             self.replicas.remove(victim)
             self._slot_used[slot] = False
             self.totals.preempted += 1
+            # The operator counts a pod on a leaving node as lost when it sees it leaving.
+            self.lost.append((now, f"{self.name}-{victim.serial}"))
             victim.noticed = True
             if victim.ready_at > now:  # still loading the model: nothing to drain
                 self._close(victim, now)
@@ -260,8 +265,9 @@ class TierFleet:
                 reroute += waiting
                 group.remove(victim)
                 self._close(victim, now)
-                if not victim.noticed:
+                if not victim.noticed:  # a noticed one was counted at its notice
                     self.totals.preempted += 1
+                    self.lost.append((now, f"{self.name}-{victim.serial}"))
                 if group is self.replicas:
                     self._slot_used[slot] = False
                     if not self._start(now, instant=self.instant_restarts):

@@ -154,6 +154,8 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
                 if t.lead_time_seconds is None
                 else round(t.lead_time_seconds),
                 lead_time_observed_at=t.lead_time_observed_at,
+                margin_replicas=t.margin_replicas,
+                node_loss=t.node_loss,
             )
             for t in plan.tiers.values()
         ],
