@@ -5,12 +5,13 @@ a preemptible tier go away at random (exponential up and down times, seeded per 
 same for every policy) and come back; the replica on a slot that goes away dies, its
 waiting requests go back to the router and its decoding ones are cut (cause: node lost);
 the Deployment still wants it, so it restarts on another slot (cold) or stays Pending
-(unschedulable) until a slot comes back. With a notice (`Preemption.notice_seconds`), a node is known to be
-leaving that long before it goes (as a node termination handler or an interruption taint
-tells the cluster): its replica is evicted at the notice, takes no new request and drains
-what it has until the node goes (or for the pool's drain time, if shorter), while the
-Deployment starts its replacement at once on another node; what is still decoding when
-the node goes is cut (cause: node lost), what is still waiting goes back to the router.
+(unschedulable) until a slot comes back. With a notice (`Preemption.notice_seconds`), a
+node is known to be leaving that long before it goes (as a node termination handler or an
+interruption taint tells the cluster): its replica is evicted at the notice, takes no new
+request and drains what it has until the node goes (or for the pool's drain time, if
+shorter), while the Deployment starts its replacement at once on another node; what is
+still decoding when the node goes is cut (cause: node lost), what is still waiting goes
+back to the router.
 
 A replica costs its tier's price and draws its board power from the moment it is started
 on a node, not from Ready: the model loads for `model_load_seconds` before it takes

@@ -229,11 +229,13 @@ def test_a_noticed_replica_drains_until_its_node_goes_while_its_replacement_star
     assert fleet.desired == 1 and fleet.totals.cold_starts == 1  # replacement at once
     assert fleet.replicas[0].slot != noticed.slot
     assert fleet.totals.preempted == 1
+    assert fleet.lost == [(0.5, f"rtx4090-{noticed.serial}")]  # the operator sees it leaving
     fleet.advance(59.0)
     assert recorder.fate[0] == Fate.COMPLETED
     assert fleet.draining == []
     assert fleet.slot_down(noticed.slot, 60.0) == []
     assert fleet.totals.preempted == 1  # counted once, at the notice
+    assert len(fleet.lost) == 1
 
 
 def test_what_a_noticed_replica_still_decodes_when_its_node_goes_is_cut_as_node_lost() -> None:
