@@ -166,7 +166,7 @@ class Totals:
 
 def table_rows(totals: Sequence[Totals]) -> tuple[list[str], list[list[str]]]:
     """The variants side by side, one column each."""
-    from gpufleet.sim.metrics import CUT_CAUSES
+    from gpufleet.sim.metrics import CUT_CAUSES, CutCause
 
     first = totals[0].runs[0]
     header = ["gpufleet, summed over the seeds", *(t.label for t in totals)]
@@ -189,6 +189,13 @@ def table_rows(totals: Sequence[Totals]) -> tuple[list[str], list[list[str]]]:
     rows += [
         ["requests dropped (no Ready replica)", *(str(t.dropped) for t in totals)],
         ["replicas preempted", *(str(t.preempted) for t in totals)],
+        [
+            "requests cut by lost nodes per replica preempted",
+            *(
+                f"{t.cut(CutCause.NODE_LOST) / t.preempted:.1f}" if t.preempted else "-"
+                for t in totals
+            ),
+        ],
         ["cold starts", *(str(t.cold_starts) for t in totals)],
         ["$ total", *(f"{t.dollars:.2f}" for t in totals)],
         ["$/Mtok", *(f"{t.per_million_tokens:.4f}" for t in totals)],
@@ -259,26 +266,29 @@ def section(
     header, rows = table_rows(totals)
     template = command("POOL", 0, 60.0, setting)
     template[template.index("--seed") + 1] = "SEED"
-    template[template.index("--preemption-mean-hours") + 1] = "UP/60"
+    template[template.index("--preemption-mean-hours") + 1] = "HOURS"
     rates = sorted({t.mean_up_minutes for t in totals}, reverse=True)
+    hours = ", ".join(f"{r / 60:.6g}" for r in rates)
+    minutes = ", ".join(f"{r:g}" for r in rates)
+    seeds = ", ".join(str(s) for s in setting.seeds)
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     said = "\n\n".join(findings(totals))
     return f"""## Hedging preemptible tiers
 
-`make bench-hedging` ({date}, {os.cpu_count()} CPUs, Python {platform.python_version()}) runs,
-for SEED in {", ".join(str(s) for s in setting.seeds)}, UP in {", ".join(f"{r:g}" for r in rates)}
-and POOL `{_relative(POOL)}` with `spec.scaling.hedgePreemptible` set to true (hedged) or
-false (unhedged),
+`make bench-hedging` ({date}, {os.cpu_count()} CPUs, Python {platform.python_version()})
+runs, for POOL `{_relative(POOL)}` with `spec.scaling.hedgePreemptible` set to true
+(hedged) or false (unhedged), SEED in {seeds} and HOURS in {hours},
 
     gpufleet {shlex.join(template)}
 
 on {setting.part} ({meta["requests"]} requests over {meta["durationSeconds"]:.0f} s per
-seed). The rtx4090 tier is preemptible: its nodes stay up UP minutes on average and stay
-away {setting.outage_minutes:g}, far more often than the simulator's default of 2 hours up, so
-that one hour of trace holds enough losses for the rate the planner learns to outweigh its
-prior; the h100 tier is not preemptible. Both variants see the same node losses per slot
-for a seed. Scale-downs drain for the pool's drain time (derived: {meta["drainSeconds"]} s).
-Attainment is over every request of every seed. **Wall time: {wall:.1f} s.**
+seed). The rtx4090 tier is preemptible: its nodes stay up {minutes} minutes on average
+(HOURS) and away {setting.outage_minutes:g} minutes, far more often than the simulator's
+default of 2 hours up, so that one hour of trace holds enough losses for the rate the
+planner learns to outweigh its prior; the h100 tier is not preemptible. Both variants see
+the same node losses per slot for a seed. Scale-downs drain for the pool's drain time
+(derived: {meta["drainSeconds"]} s). Attainment is over every request of every seed.
+**Wall time: {wall:.1f} s.**
 
 {_markdown_table(header, rows)}
 

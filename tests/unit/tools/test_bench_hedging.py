@@ -108,6 +108,7 @@ def test_the_table_puts_both_variants_side_by_side_with_cuts_by_cause() -> None:
     assert by_label["requests cut: drain timeout"] == ["1", "0"]
     assert by_label["  per seed (node lost)"] == ["5 7", "4 6"]
     assert by_label["replicas preempted"] == ["7", "5"]
+    assert by_label["requests cut by lost nodes per replica preempted"] == ["1.7", "2.0"]
     assert by_label["$ total"] == ["4.00", "3.00"]
     assert by_label["$/Mtok"] == ["2.0000", "1.5000"]
     assert by_label["rtx4090 replica-hours"] == ["6.00", "4.00"]
@@ -131,11 +132,12 @@ def test_the_section_names_the_command_and_the_heading() -> None:
     meta = {"requests": 19366, "durationSeconds": 3502.0, "drainSeconds": 32}
     text = section([HEDGED, UNHEDGED], setting, meta, 12.0)
     assert text.startswith("## Hedging preemptible tiers")
-    assert "--seed SEED" in text and "-f POOL" in text and "--preemption-mean-hours UP/60" in text
+    assert "--seed SEED" in text and "-f POOL" in text and "--preemption-mean-hours HOURS" in text
     assert "| requests cut: node lost | 12 | 10 |" in text
     assert "It does nothing at the moment of a loss" in text
-    assert "UP in 5\n" in text
-    assert "away 5, far more often" in text
+    words = " ".join(text.split())
+    assert "SEED in 0, 1 and HOURS in 0.0833333," in words
+    assert "stay up 5 minutes on average (HOURS) and away 5 minutes" in words
     assert "the whole trace (19366 requests" in text
 
 
