@@ -80,6 +80,10 @@ image: ## Build the operator image (needs a Docker engine): make image IMAGE=reg
 bench-sim: install ## Simulator: the trace suite (Azure, synthetic), gpufleet vs baselines and oracle; PASS/MISS per target; writes BENCHMARKS.md
 	$(PY) tools/bench_sim.py
 
+.PHONY: bench-hedging
+bench-hedging: install ## Simulator: gpufleet with and without hedgePreemptible, preemptible 4090s, Azure trace; writes BENCHMARKS.md
+	$(PY) tools/bench_hedging.py
+
 .PHONY: profiles
 profiles: install ## Re-derive the built-in performance profiles from the io.net runs
 	$(PY) tools/derive_profiles.py
@@ -97,7 +101,7 @@ bench-operator: tools ## Operator: 200 pools on the local control plane; writes 
 	$(PY) tools/bench_operator.py --pools 200
 
 .PHONY: bench
-bench: bench-planner bench-model bench-sim bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
+bench: bench-planner bench-model bench-sim bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
 
 .PHONY: demo
 demo: tools ## The closed loop: plane, Prometheus, fleet twin and operator under a load story (~6 min)

@@ -207,9 +207,15 @@ def _attainment(case: Case, ours: Summary, oracle: Summary, name: str) -> Target
         )
         reason += (
             f"; {sum(ours.cold_starts.values())} cold starts, {ours.dropped} requests dropped "
-            f"(no Ready replica), {ours.cut} cut by lost nodes"
+            f"(no Ready replica), {cut_by_cause(ours)}"
         )
     return Target(f"a:{name}", f"(a) {name} attainment", passed, detail, reason)
+
+
+def cut_by_cause(summary: Summary) -> str:
+    """'3 cut (node lost 2, drain timeout 1)', for a reason line."""
+    causes = ", ".join(f"{c.label} {n}" for c, n in summary.cut_by_cause.items() if n)
+    return f"{summary.cut} cut" + (f" ({causes})" if causes else "")
 
 
 def _cost(ours: Summary, oracle: Summary) -> Target:

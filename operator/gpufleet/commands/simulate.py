@@ -2,7 +2,7 @@
 
     gpufleet simulate -f pool.yaml --trace trace.csv [--policy all|name,...] [--seed N]
         [--speedup X] [--realtime-fraction 0.3] [--duration S] [--plot out.png]
-        [--output table|json]
+        [--preemption-notice-seconds N] [--output table|json]
 
 `--trace` takes an Azure LLM trace CSV or `synthetic:KIND` (constant, diurnal, bursts,
 flash-crowd) with `--rate`. Exit status: 0, or 2 for an invalid pool, trace or option.
@@ -98,6 +98,15 @@ def register(subparsers: Any) -> None:
         type=float,
         default=10.0,
         help="mean time a preempted node stays away (10)",
+    )
+    parser.add_argument(
+        "--preemption-notice-seconds",
+        type=float,
+        default=0.0,
+        help="how long before a preemptible node goes the cluster knows it (0: unnoticed). "
+        "With a notice, every policy's replica on that node is evicted at the notice: it "
+        "takes no new request and drains until the node goes (or for the pool's drain "
+        "time, if shorter), and its replacement starts at once on another node",
     )
     parser.add_argument(
         "--balance",
@@ -233,6 +242,8 @@ def run(args: argparse.Namespace) -> Outcome:
     notes: list[str] = []
     if args.class_shapes == "trace":
         pool, notes = _with_trace_shapes(pool, trace)
+    if args.preemption_notice_seconds < 0:
+        raise UsageError("--preemption-notice-seconds: must be 0 (unnoticed) or more")
     try:
         models = models_of(pool)
     except ProfileNotFound as missing:
@@ -252,6 +263,7 @@ def run(args: argparse.Namespace) -> Outcome:
         preemption=Preemption(
             mean_up_seconds=args.preemption_mean_hours * 3600.0,
             mean_down_seconds=args.preemption_outage_minutes * 60.0,
+            notice_seconds=args.preemption_notice_seconds,
         ),
         balance=Balance(args.balance),
         exact_quantiles=args.metrics == "exact",
@@ -331,6 +343,7 @@ def _meta(
         "preemption": {
             "meanUpHours": args.preemption_mean_hours,
             "meanOutageMinutes": args.preemption_outage_minutes,
+            "noticeSeconds": args.preemption_notice_seconds,
         },
         "notes": notes,
         "wallSeconds": wall,
@@ -354,6 +367,12 @@ def print_table(outcome: Outcome) -> None:
     )
     for note in meta["notes"]:
         console.print(f"  {note}")
+    notice = meta["preemption"]["noticeSeconds"]
+    if notice > 0:
+        console.print(
+            f"  Preemptible nodes are noticed {notice:g} s before they go: their replicas "
+            "drain from then on while replacements start"
+        )
     ceiling = ", ".join(f"{k} {v:.2%}" for k, v in meta.get("attainmentCeiling", {}).items())
     console.print(
         f"  Ceiling on SLO attainment from prompt lengths alone (zero-load TTFT on the "

@@ -25,9 +25,18 @@ import numpy as np
 from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
+from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
-from gpufleet.sim.fleet import Preemption, TierFleet, TierTotals, least_loaded, slot_events
+from gpufleet.sim.fleet import (
+    NodeChange,
+    Preemption,
+    TierFleet,
+    TierTotals,
+    least_loaded,
+    node_changes,
+    slot_events,
+)
 from gpufleet.sim.metrics import (
     Interval,
     Recorder,
@@ -77,6 +86,7 @@ class RunResult:
     class_of: NDArray[np.int64]
     ttft: NDArray[np.float64]
     fate: NDArray[np.int64]
+    cut_cause: NDArray[np.int64]  # CutCause per request (NONE unless its fate is CUT)
     prompt_tokens: NDArray[np.int64]
     output_tokens: NDArray[np.int64]
     tiers: dict[str, TierTotals]
@@ -110,9 +120,19 @@ class _Run:
         spec = pool.spec
         self.recorder = Recorder(trace, len(spec.tiers))
         prompt, output = self.recorder.prompt, self.recorder.output
+        # The drain time the operator writes into the pods (--shutdown-timeout), so a
+        # scale-down here cuts what the same scale-down there would.
+        drain = float(drain_seconds(pool))
         self.fleets = [
             TierFleet(
-                i, t, models[t.name], engine_params(models[t.name]), self.recorder, prompt, output
+                i,
+                t,
+                models[t.name],
+                engine_params(models[t.name]),
+                self.recorder,
+                prompt,
+                output,
+                drain_seconds=drain,
             )
             for i, t in enumerate(spec.tiers)
         ]
@@ -120,14 +140,15 @@ class _Run:
         self.draws: list[float] = rng(config.seed, STREAM_ROUTING).random(len(trace)).tolist()
         self.n_intervals = max(1, math.ceil((trace.duration_seconds + 1e-9) / interval))
         self.end = self.n_intervals * interval
-        events: list[tuple[float, int, int, bool]] = []
+        events: list[tuple[float, int, int, NodeChange, float]] = []
         for i, t in enumerate(spec.tiers):
             if t.preemptible:
                 generator = rng(config.seed, STREAM_PREEMPTION, i)
-                for when, slot, up in slot_events(
-                    t.max_replicas, self.end, config.preemption, generator
+                slots = slot_events(t.max_replicas, self.end, config.preemption, generator)
+                for when, slot, change, down_at in node_changes(
+                    slots, config.preemption.notice_seconds
                 ):
-                    events.append((when, i, slot, up))
+                    events.append((when, i, slot, change, down_at))
         events.sort()
         self.node_events = events
         self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
@@ -197,10 +218,12 @@ class _Run:
                 bool(events) and events[0][0] < end and (i >= hi or events[0][0] <= arrival[i])
             )
             if node_first:
-                when, tier, slot, up = events.pop(0)
+                when, tier, slot, change, down_at = events.pop(0)
                 fleet = self.fleets[tier]
-                if up:
+                if change is NodeChange.UP:
                     fleet.slot_up(slot, when)
+                elif change is NodeChange.NOTICE:
+                    fleet.slot_notice(slot, when, down_at)
                 else:
                     for request in fleet.slot_down(slot, when):
                         self.route(request, when)
@@ -307,6 +330,7 @@ def simulate(
         class_of=trace.class_index,
         ttft=recorder.ttft,
         fate=recorder.fate,
+        cut_cause=recorder.cut_cause,
         prompt_tokens=trace.prompt_tokens,
         output_tokens=trace.output_tokens,
         tiers={f.name: f.totals for f in run.fleets},

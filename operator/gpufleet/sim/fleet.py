@@ -3,26 +3,38 @@
 A tier has as many node *slots* as its maxReplicas; a replica runs on a slot. The slots of
 a preemptible tier go away at random (exponential up and down times, seeded per tier, the
 same for every policy) and come back; the replica on a slot that goes away dies, its
-waiting requests go back to the router and its decoding ones are cut; the Deployment
-still wants it, so it restarts on another slot (cold) or stays Pending (unschedulable)
-until a slot comes back.
+waiting requests go back to the router and its decoding ones are cut (cause: node lost);
+the Deployment still wants it, so it restarts on another slot (cold) or stays Pending
+(unschedulable) until a slot comes back. With a notice (`Preemption.notice_seconds`), a
+node is known to be leaving that long before it goes (as a node termination handler or an
+interruption taint tells the cluster): its replica is evicted at the notice, takes no new
+request and drains what it has until the node goes (or for the pool's drain time, if
+shorter), while the Deployment starts its replacement at once on another node; what is
+still decoding when the node goes is cut (cause: node lost), what is still waiting goes
+back to the router.
 
 A replica costs its tier's price and draws its board power from the moment it is started
 on a node, not from Ready: the model loads for `model_load_seconds` before it takes
 traffic. Scale down removes Pending replicas first, then starting ones, then the Ready
-ones with the fewest requests in flight, which finish those (still costing) and leave.
+ones with the fewest requests in flight. A Ready one removed drains as the operator's pods
+do (`gpufleet.desired.drain`): it takes no new request and runs the ones it has, waiting or
+decoding, for the pool's drain time (still costing); whatever it holds when that runs out
+is cut (cause: drain timeout), as vLLM's `--shutdown-timeout` aborts it. An engine step
+that started before the deadline completes (vLLM stops between steps).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 from dataclasses import dataclass, field
+from enum import IntEnum
 
 import numpy as np
 
 from gpufleet.api.types import Tier
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.sim.metrics import Recorder
+from gpufleet.sim.metrics import CutCause, Recorder
 from gpufleet.sim.replica import EngineParams, Replica
 
 
@@ -32,6 +44,8 @@ class Preemption:
 
     mean_up_seconds: float = 2 * 3600.0
     mean_down_seconds: float = 600.0
+    # How long before it goes a node is known to be leaving; 0: unnoticed.
+    notice_seconds: float = 0.0
 
     @property
     def enabled(self) -> bool:
@@ -60,6 +74,34 @@ def slot_events(
     return events
 
 
+class NodeChange(IntEnum):
+    """What happens to a slot's node; at the same instant, in this order."""
+
+    UP = 0
+    NOTICE = 1  # it will go away at the change's `down_at`
+    DOWN = 2
+
+
+def node_changes(
+    events: list[tuple[float, int, bool]], notice_seconds: float
+) -> list[tuple[float, int, NodeChange, float]]:
+    """(time, slot, change, down_at) from `slot_events`, a notice `notice_seconds` before
+    each loss (not before the node came up), sorted; down_at is the loss's time."""
+    changes: list[tuple[float, int, NodeChange, float]] = []
+    came_up: dict[int, float] = {}
+    for when, slot, up in events:
+        if up:
+            came_up[slot] = when
+            changes.append((when, slot, NodeChange.UP, math.inf))
+            continue
+        if notice_seconds > 0:
+            told = max(came_up.get(slot, 0.0), when - notice_seconds)
+            changes.append((told, slot, NodeChange.NOTICE, when))
+        changes.append((when, slot, NodeChange.DOWN, when))
+    changes.sort()
+    return changes
+
+
 @dataclass
 class SimReplica:
     engine: Replica
@@ -70,6 +112,9 @@ class SimReplica:
     # When its pod was created, for the pod start times policies see: `started`, except for
     # the warm start's replicas, created a model load before t=0 as if already running.
     created: float = 0.0
+    # Removed (a scale-down, a notice of its node's loss): what it still holds then is cut.
+    deadline: float = math.inf
+    noticed: bool = False  # evicted ahead of its node's loss (counted as preempted then)
 
 
 @dataclass
@@ -107,6 +152,9 @@ class TierFleet:
     _serial: int = 0
     _busy_closed: float = 0.0
     instant_restarts: bool = False  # a replica lost with its node restarts Ready (the oracle)
+    # How long a replica removed by a scale-down keeps serving what it has: the pool's
+    # drain time (`gpufleet.desired.drain.drain_seconds`); inf finishes everything.
+    drain_seconds: float = math.inf
 
     def __post_init__(self) -> None:
         self._slot_up = [True] * self.tier.max_replicas
@@ -157,6 +205,7 @@ class TierFleet:
             if victim.ready_at > now:  # still loading the model: gone at once
                 self._close(victim, now)
             else:
+                victim.deadline = now + self.drain_seconds
                 self.draining.append(victim)
 
     def _victims(self, now: float, count: int) -> list[SimReplica]:
@@ -185,6 +234,26 @@ class TierFleet:
 
     # -- nodes coming and going ------------------------------------------------------------
 
+    def slot_notice(self, slot: int, now: float, down_at: float) -> None:
+        """The node of `slot` will go away at `down_at`: no new replica goes there, its
+        replica is evicted now and drains until then, and its replacement starts now."""
+        self._slot_up[slot] = False
+        for victim in [r for r in self.replicas if r.slot == slot]:
+            self.replicas.remove(victim)
+            self._slot_used[slot] = False
+            self.totals.preempted += 1
+            # The operator counts a pod on a leaving node as lost when it sees it leaving.
+            self.lost.append((now, f"{self.name}-{victim.serial}"))
+            victim.noticed = True
+            if victim.ready_at > now:  # still loading the model: nothing to drain
+                self._close(victim, now)
+            else:
+                victim.engine.advance(now)
+                victim.deadline = min(now + self.drain_seconds, down_at)
+                self.draining.append(victim)
+            if not self._start(now, instant=self.instant_restarts):
+                self.pending += 1
+
     def slot_down(self, slot: int, now: float) -> list[int]:
         """The node of `slot` went away: the requests to route again."""
         self._slot_up[slot] = False
@@ -193,12 +262,13 @@ class TierFleet:
             for victim in [r for r in group if r.slot == slot]:
                 waiting, cut = victim.engine.evict(now)
                 for request in cut:
-                    self.recorder.cut(request)
+                    self.recorder.cut(request, CutCause.NODE_LOST)
                 reroute += waiting
                 group.remove(victim)
                 self._close(victim, now)
-                self.totals.preempted += 1
-                self.lost.append((now, f"{self.name}-{victim.serial}"))
+                if not victim.noticed:  # a noticed one was counted at its notice
+                    self.totals.preempted += 1
+                    self.lost.append((now, f"{self.name}-{victim.serial}"))
                 if group is self.replicas:
                     self._slot_used[slot] = False
                     if not self._start(now, instant=self.instant_restarts):
@@ -213,24 +283,41 @@ class TierFleet:
     # -- time and money --------------------------------------------------------------------
 
     def advance(self, now: float) -> None:
-        """Run every engine up to `now`; drained replicas leave."""
+        """Run every engine up to `now`; drained replicas leave, and those whose drain time
+        ran out before `now` stop there, cutting what they held."""
         for r in self.replicas:
             r.engine.advance(now)
         still: list[SimReplica] = []
         for r in self.draining:
-            r.engine.advance(now)
+            r.engine.advance(min(now, r.deadline))
             if r.engine.idle and r.engine.last_step_end <= now:
                 self._close(r, max(r.engine.last_step_end, r.started))
+            elif now >= r.deadline:
+                self._cut_at_deadline(r)
+                self._close(r, r.deadline)
             else:
                 still.append(r)
         self.draining = still
 
     def finish(self, end: float) -> None:
-        """End of the run: in-flight requests complete, replicas are charged up to `end`."""
-        for r in self.replicas + self.draining:
-            last = r.engine.drain()
-            self._close(r, max(end, min(last, end)) if r in self.draining else end)
+        """End of the run: in-flight requests complete (a draining replica's up to its
+        deadline), replicas are charged up to `end`."""
+        for r in self.replicas:
+            r.engine.drain()
+            self._close(r, end)
+        for r in self.draining:
+            r.engine.advance(r.deadline)
+            self._cut_at_deadline(r)
+            self._close(r, end)
         self.replicas, self.draining, self.pending = [], [], 0
+
+    def _cut_at_deadline(self, replica: SimReplica) -> None:
+        """The drain time ran out: whatever the replica holds, waiting or decoding, is cut."""
+        if replica.engine.idle:
+            return
+        waiting, running = replica.engine.evict(replica.deadline)
+        for request in (*waiting, *running):
+            self.recorder.cut(request, CutCause.DRAIN_TIMEOUT)
 
     def _close(self, replica: SimReplica, end: float) -> None:
         self.totals.replica_seconds += max(end - replica.started, 0.0)

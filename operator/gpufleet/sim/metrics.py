@@ -1,7 +1,7 @@
 """What happened to every request, and what Prometheus would have shown per interval.
 
-The `Recorder` keeps each request's fate (first token, completion, drop, cut) and the
-stream of first-token and completion events. At each decision time the engine asks for
+The `Recorder` keeps each request's fate (first token, completion, drop, cut and why) and
+the stream of first-token and completion events. At each decision time the engine asks for
 the interval that just ended: only events before that time count, so the planner sees
 the past and nothing else. Latency quantiles are computed the way the operator reads them:
 `histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
@@ -107,7 +107,30 @@ class Fate(IntEnum):
     PENDING = 0  # still in a replica (or never routed)
     COMPLETED = 1
     DROPPED = 2  # no Ready replica on any tier the class may use
-    CUT = 3  # its replica's node went away mid-decode
+    CUT = 3  # aborted in its replica before it completed (`CutCause` says why)
+
+
+class CutCause(IntEnum):
+    """Why a request was cut: what a user would ask first about a lost stream."""
+
+    NONE = 0  # not cut
+    NODE_LOST = 1  # its replica's node went away (preemption) mid-decode
+    # its replica was removed (scaled down, or evicted on a notice of its node's loss) and
+    # the pool's drain time ran out before it finished
+    DRAIN_TIMEOUT = 2
+
+    @property
+    def label(self) -> str:
+        return self.name.lower().replace("_", " ")
+
+    @property
+    def key(self) -> str:
+        """camelCase, for JSON."""
+        first, *rest = self.name.lower().split("_")
+        return first + "".join(word.capitalize() for word in rest)
+
+
+CUT_CAUSES: tuple[CutCause, ...] = (CutCause.NODE_LOST, CutCause.DRAIN_TIMEOUT)
 
 
 @dataclass
@@ -146,6 +169,7 @@ class Recorder:
         self.done: NDArray[np.float64] = np.full(n, np.nan)
         self.tier_of: NDArray[np.int64] = np.full(n, -1, dtype=np.int64)
         self.fate: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
+        self.cut_cause: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
         self._first_events: list[tuple[float, int]] = []
         self._done_events: list[tuple[float, int]] = []
 
@@ -167,8 +191,9 @@ class Recorder:
         self.fate[request] = Fate.DROPPED
         self.ttft[request] = np.inf
 
-    def cut(self, request: int) -> None:
+    def cut(self, request: int, cause: CutCause) -> None:
         self.fate[request] = Fate.CUT
+        self.cut_cause[request] = cause
 
     # -- the metrics -----------------------------------------------------------------------
 

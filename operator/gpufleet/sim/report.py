@@ -1,8 +1,10 @@
 """What a run comes to: dollars per million tokens, SLO attainment, energy; and the bar.
 
 SLO attainment of a class is the share of *all* its requests whose time to first token
-was within the objective: a dropped request (no Ready replica anywhere it may go) or one
-cut mid-decode by a lost node counts as a miss. Tokens served are the prompt plus
+was within the objective: a dropped request (no Ready replica anywhere it may go) or a cut
+one counts as a miss. Cut requests are counted by cause: its node lost (a preemptible node
+went away) or the drain timeout (its replica was scaled down and the pool's drain time ran
+out before it finished). Tokens served are the prompt plus
 generated tokens of completed requests. Cost and energy count every replica from its
 start on a node to its end (board power, an upper bound, as the planner's).
 """
@@ -20,7 +22,7 @@ from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
 from gpufleet.sim.engine import RunResult
-from gpufleet.sim.metrics import Fate
+from gpufleet.sim.metrics import CUT_CAUSES, CutCause, Fate
 from gpufleet.sim.traces import Trace
 
 # The bar of issue 5.
@@ -51,10 +53,11 @@ class Summary:
     cold_starts: dict[str, int]
     preempted: dict[str, int]
     dropped: int
-    cut: int
+    cut: int  # every cause
     wall_seconds: float
     # Replicas the policy's decisions added over the run, per tier (its fleet changes).
     replicas_added: dict[str, int] = field(default_factory=dict)
+    cut_by_cause: dict[CutCause, int] = field(default_factory=dict)
 
     def ratio_to(self, other: Summary) -> float:
         if other.cost_per_million_tokens <= 0:
@@ -108,6 +111,10 @@ def summarize(result: RunResult, spec: InferencePoolSpec) -> Summary:
         cut=int(np.sum(result.fate == Fate.CUT)),
         wall_seconds=result.wall_seconds,
         replicas_added={t: v.added for t, v in result.tiers.items()},
+        cut_by_cause={
+            cause: int(np.sum((result.fate == Fate.CUT) & (result.cut_cause == cause)))
+            for cause in CUT_CAUSES
+        },
     )
 
 
@@ -203,6 +210,7 @@ def to_json(
                 "replicasAdded": s.replicas_added,
                 "dropped": s.dropped,
                 "cut": s.cut,
+                "cutByCause": {c.key: s.cut_by_cause.get(c, 0) for c in CUT_CAUSES},
                 "wallSeconds": s.wall_seconds,
             }
             for s in summaries
@@ -267,7 +275,14 @@ def table_rows(summaries: Sequence[Summary]) -> tuple[list[str], list[list[str]]
         rows.append([f"{tier} replica-hours", *(f"{s.replica_hours[tier]:.2f}" for s in summaries)])
     rows.append(["cold starts", *(str(sum(s.cold_starts.values())) for s in summaries)])
     rows.append(["replicas preempted", *(str(sum(s.preempted.values())) for s in summaries)])
-    rows.append(["requests dropped / cut", *(f"{s.dropped} / {s.cut}" for s in summaries)])
+    rows.append(["requests dropped (no Ready replica)", *(str(s.dropped) for s in summaries)])
+    for cause in CUT_CAUSES:
+        rows.append(
+            [
+                f"requests cut: {cause.label}",
+                *(str(s.cut_by_cause.get(cause, 0)) for s in summaries),
+            ]
+        )
     return header, rows
 
 

@@ -100,3 +100,23 @@ class Recording:
     def decide(self, seen: Any) -> Any:
         self.seen.append(seen)
         return self.decision
+
+
+class Scripted(Recording):
+    """A policy that runs a list of fleets: the first from the start, then one per decision
+    (the last one kept)."""
+
+    def __init__(
+        self, replicas: Sequence[dict[str, int]], weights: dict[str, dict[str, int]]
+    ) -> None:
+        from gpufleet.sim.policy import Decision
+
+        super().__init__(dict(replicas[0]), weights)
+        self.script = [Decision(replicas=r, weights=weights) for r in replicas]
+
+    def warm(self, seen: Any) -> Any:
+        return self.script[0]
+
+    def decide(self, seen: Any) -> Any:
+        self.seen.append(seen)
+        return self.script[min(len(self.seen), len(self.script) - 1)]

@@ -9,14 +9,15 @@ import pytest
 from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
+from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.planner import plan
 from gpufleet.sim.engine import SimConfig, models_of, simulate
 from gpufleet.sim.fleet import Preemption
 from gpufleet.sim.gpufleet_policy import GpufleetPolicy
-from gpufleet.sim.metrics import Fate
+from gpufleet.sim.metrics import CutCause, Fate
 from gpufleet.sim.policies import make_policies
 from gpufleet.sim.traces import Shape, Trace, assign_classes, synthetic
-from tests.unit.sim.factories import Recording, mixed_pool, trace
+from tests.unit.sim.factories import Recording, Scripted, mixed_pool, trace
 
 pytestmark = pytest.mark.timeout(10)
 
@@ -130,6 +131,73 @@ def test_cold_start_delays_service_and_is_paid_for() -> None:
     assert dropped.min() < 1.0
     assert dropped.max() == pytest.approx(105.5)
     assert result.tiers["rtx4090"].replica_seconds == pytest.approx(240.0 - 30.0)
+
+
+def _scale_down_run(scaling: dict[str, int]) -> tuple[Trace, NDArray[np.int64], NDArray[np.int64]]:
+    """Ten long batch requests on one 4090, scaled to zero at t=30 while they decode."""
+    pool = mixed_pool(scaling={"intervalSeconds": 30, **scaling})
+    arrivals = [*np.linspace(20.0, 29.0, 10), 70.0]  # the last keeps the run going
+    t = trace(arrivals, prompt=200, output=2000, classes=[1] * 10 + [0])
+    policy = Scripted(
+        [{"h100": 1, "rtx4090": 1}, {"h100": 1, "rtx4090": 0}],
+        {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}},
+    )
+    result = simulate(pool, t, policy, SimConfig(preemption=Preemption(mean_up_seconds=0)))
+    return t, result.fate, result.cut_cause
+
+
+def test_a_drain_time_of_zero_cuts_what_a_scaled_down_replica_has_in_flight() -> None:
+    _, fate, cause = _scale_down_run({"drainSeconds": 0})
+    assert fate[:10].tolist() == [Fate.CUT] * 10
+    assert cause[:10].tolist() == [CutCause.DRAIN_TIMEOUT] * 10
+
+
+def test_a_long_drain_time_lets_a_scaled_down_replica_finish_everything() -> None:
+    _, fate, cause = _scale_down_run({"drainSeconds": 600})
+    assert fate.tolist() == [Fate.COMPLETED] * 11
+    assert not cause.any()
+
+
+def test_the_simulated_drain_time_is_the_one_the_operator_writes_into_the_pods() -> None:
+    from gpufleet.sim.engine import _Run
+
+    for pool in (mixed_pool(), mixed_pool(scaling={"drainSeconds": 45})):
+        run = _Run(pool, models_of(pool), _trace(60.0), SimConfig(), 30.0)
+        assert [f.drain_seconds for f in run.fleets] == [drain_seconds(pool)] * 2
+    assert drain_seconds(mixed_pool(scaling={"drainSeconds": 45})) == 45
+
+
+def test_requests_cut_by_a_lost_node_count_under_their_own_cause() -> None:
+    pool = mixed_pool()
+    t = trace(np.arange(0.5, 600.0, 0.5), prompt=200, output=1000, classes=[1] * 1200)
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    config = SimConfig(seed=1, preemption=Preemption(mean_up_seconds=120.0, mean_down_seconds=60))
+    result = simulate(pool, t, policy, config)
+    cut = result.fate == Fate.CUT
+    assert result.tiers["rtx4090"].preempted > 0
+    assert cut.sum() > 0
+    assert set(result.cut_cause[cut].tolist()) == {CutCause.NODE_LOST}
+    assert not result.cut_cause[~cut].any()
+
+
+@pytest.mark.parametrize(
+    ("notice", "cut_at_most"),
+    [pytest.param(0.0, None, id="unnoticed-cuts"), pytest.param(120.0, 0, id="noticed-cuts-none")],
+)
+def test_a_notice_long_enough_lets_a_preempted_replica_finish_its_requests(
+    notice: float, cut_at_most: int | None
+) -> None:
+    pool = mixed_pool(scaling={"intervalSeconds": 30, "drainSeconds": 300})
+    t = trace(np.arange(0.5, 600.0, 0.5), prompt=200, output=1000, classes=[1] * 1200)
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    preemption = Preemption(mean_up_seconds=120.0, mean_down_seconds=60, notice_seconds=notice)
+    result = simulate(pool, t, policy, SimConfig(seed=1, preemption=preemption))
+    cut = int(np.sum(result.fate == Fate.CUT))
+    assert result.tiers["rtx4090"].preempted > 0
+    if cut_at_most is None:
+        assert cut > 0
+    else:
+        assert cut <= cut_at_most
 
 
 @pytest.mark.timeout(30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.sim.metrics import Fate, Recorder, histogram_quantile
+from gpufleet.sim.metrics import CutCause, Fate, Recorder, histogram_quantile
 from tests.unit.sim.factories import trace
 
 pytestmark = pytest.mark.timeout(2)
@@ -52,8 +52,9 @@ def test_fates_are_kept_per_request() -> None:
     recorder.dropped(1)
     recorder.routed(2, 0)
     recorder.first_token(2, 2.1)
-    recorder.cut(2)
+    recorder.cut(2, CutCause.NODE_LOST)
     assert recorder.fate.tolist() == [Fate.COMPLETED, Fate.DROPPED, Fate.CUT]
+    assert recorder.cut_cause.tolist() == [CutCause.NONE, CutCause.NONE, CutCause.NODE_LOST]
     assert recorder.ttft[1] == float("inf")
 
 

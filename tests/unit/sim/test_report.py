@@ -9,7 +9,7 @@ import pytest
 
 from gpufleet.sim.engine import RunResult, Timeline
 from gpufleet.sim.fleet import TierTotals
-from gpufleet.sim.metrics import Fate
+from gpufleet.sim.metrics import CutCause, Fate
 from gpufleet.sim.report import bar, markdown, summarize, to_json
 from tests.unit.sim.factories import mixed_pool
 
@@ -17,9 +17,15 @@ pytestmark = pytest.mark.timeout(2)
 
 
 def _result(
-    policy: str, ttft: Sequence[float], fate: Sequence[int], hours: float = 1.0
+    policy: str,
+    ttft: Sequence[float],
+    fate: Sequence[int],
+    hours: float = 1.0,
+    cause: Sequence[int] | None = None,
 ) -> RunResult:
     n = len(ttft)
+    if cause is None:
+        cause = [CutCause.NODE_LOST if f == Fate.CUT else CutCause.NONE for f in fate]
     return RunResult(
         policy=policy,
         description="",
@@ -27,6 +33,7 @@ def _result(
         class_of=np.array([0] * (n // 2) + [1] * (n - n // 2)),
         ttft=np.array(ttft),
         fate=np.array(fate),
+        cut_cause=np.array(cause),
         prompt_tokens=np.full(n, 900),
         output_tokens=np.full(n, 100),
         tiers={"h100": TierTotals(replica_seconds=hours * 3600), "rtx4090": TierTotals()},
@@ -55,6 +62,28 @@ def test_dropped_and_cut_requests_are_misses_and_serve_no_tokens() -> None:
     assert s.energy_kwh == pytest.approx(0.35)
     assert s.carbon_grams_per_million_tokens == pytest.approx(0.35 / 6000 * 1e6 * 400)
     assert s.replica_hours == {"h100": 1.0, "rtx4090": 0.0}
+
+
+def test_cut_requests_are_counted_per_cause_in_the_table_and_the_json() -> None:
+    ok, cut, none = Fate.COMPLETED, Fate.CUT, CutCause.NONE
+    lost, timeout = CutCause.NODE_LOST, CutCause.DRAIN_TIMEOUT
+    result = _result(
+        "gpufleet",
+        [0.05, np.inf, 0.05, 0.05, 1.0, np.inf, 1.0, 1.0],
+        [ok, cut, cut, ok, ok, cut, Fate.DROPPED, ok],
+        cause=[none, lost, timeout, none, none, timeout, none, none],
+    )
+    s = summarize(result, mixed_pool().spec)
+    assert s.cut == 3
+    assert s.dropped == 1
+    assert s.cut_by_cause == {lost: 1, timeout: 2}
+    text = markdown([s], [])
+    assert "| requests dropped (no Ready replica) | 1 |" in text
+    assert "| requests cut: node lost | 1 |" in text
+    assert "| requests cut: drain timeout | 2 |" in text
+    document = to_json([s], {}, [])["policies"]["gpufleet"]
+    assert document["cut"] == 3
+    assert document["cutByCause"] == {"nodeLost": 1, "drainTimeout": 2}
 
 
 def test_the_bar_says_pass_or_miss_per_criterion() -> None:
