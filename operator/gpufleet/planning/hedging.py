@@ -57,9 +57,7 @@ class TierLoss:
 
     @property
     def rate_per_replica_hour(self) -> float:
-        """The posterior mean: prior plus evidence."""
-        prior = PRIOR_RATE_PER_REPLICA_HOUR * PRIOR_REPLICA_HOURS
-        return (prior + self.losses) / (PRIOR_REPLICA_HOURS + self.exposure_replica_hours)
+        return _posterior(self.losses, self.exposure_replica_hours)
 
     def expected_losses(self, replicas: int, lead_seconds: float) -> float:
         """Losses expected among `replicas` within one lead time."""
@@ -95,25 +93,23 @@ def learn(inputs: Inputs) -> dict[str, TierLoss]:
             )
             losses += new
         ready = seen.ready_replicas
-        changed = (
-            state is None or new > 0 or ready != state.replicas or lost != list(state.lost_pods)
-        )
-        if changed or state is None:
+        if state is None or new or ready != state.replicas or lost != list(state.lost_pods):
             state = NodeLoss(
                 losses=round(losses, 6),
                 exposure_replica_hours=round(exposure, 6),
                 replicas=ready,
                 since=now,
                 lost_pods=lost,
-                rate_per_replica_hour=_rate(losses, exposure),
+                rate_per_replica_hour=float(f"{_posterior(losses, exposure):.3g}"),
             )
         result[tier.name] = TierLoss(losses, exposure, new, state)
     return result
 
 
-def _rate(losses: float, exposure: float) -> float:
+def _posterior(losses: float, exposure: float) -> float:
+    """Losses per replica-hour: the prior's pseudo-evidence plus what was seen."""
     prior = PRIOR_RATE_PER_REPLICA_HOUR * PRIOR_REPLICA_HOURS
-    return float(f"{(prior + losses) / (PRIOR_REPLICA_HOURS + exposure):.3g}")
+    return (prior + losses) / (PRIOR_REPLICA_HOURS + exposure)
 
 
 def margins(
