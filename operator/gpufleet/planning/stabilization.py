@@ -211,8 +211,8 @@ def route_on_ready(
     return result
 
 
-# The routing program's answers by its exact arrays: a pool whose Ready replicas lag its
-# plan asks for the same program every pass until they come.
+# The routing program's answers by its exact arrays: an unchanged pool whose Ready replicas
+# lag its plan asks for the same program every pass until they come.
 _ROUTES: Lru[tuple[np.ndarray | None]] = Lru("routing", 4096)
 
 
