@@ -104,6 +104,16 @@ def bypassed() -> Iterator[None]:
 
 
 def array_key(*arrays: np.ndarray) -> tuple[object, ...]:
-    """A key equal for two argument lists exactly when their arrays are: dtype, shape and
-    every byte (so 0.0 and -0.0 differ, and NaN equals itself, both on the safe side)."""
-    return tuple((a.dtype.str, a.shape, a.tobytes()) for a in arrays)
+    """A key equal for two argument lists exactly when the solver is handed the same
+    program: a vector by dtype, shape and every byte (0.0 and -0.0 differ, NaN equals
+    itself: both on the safe side); a matrix by its nonzeros, where and their bytes, as
+    scipy hands it to HiGHS (a sparse matrix, -0.0 dropped like any zero), so that a key
+    stays small when the matrix grows with a pool."""
+    key: list[object] = []
+    for a in arrays:
+        if a.ndim == 2:
+            where = np.flatnonzero(a)
+            key.append((a.dtype.str, a.shape, where.tobytes(), a.ravel()[where].tobytes()))
+        else:
+            key.append((a.dtype.str, a.shape, a.tobytes()))
+    return tuple(key)

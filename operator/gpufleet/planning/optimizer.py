@@ -152,7 +152,8 @@ def _layout(tiers: Sequence[TierOption], active: tuple[ClassNeed, ...]) -> _Layo
 
 # Solutions by their exact inputs. An idle pool asks for the same program every pass, and
 # a pass may ask twice (a capped tier's ask, a burst reserve with equal demand); 4,096
-# answers cover a thousand pools' few programs each in a few tens of MiB.
+# answers cover a thousand pools' few programs each. For 4 tiers x 4 classes an answer
+# and its key take about 4 KiB: this cache and the routing one full, about 30 MiB.
 SOLUTIONS: Lru[Solution] = Lru("optimizer", 4096)
 
 
@@ -172,15 +173,24 @@ def optimize(
 
 def _need_key(need: ClassNeed) -> tuple[object, ...]:
     """Everything of a class the program reads, exact, in its order (an order the layout
-    follows, so two needs listing tiers differently are different keys)."""
+    follows, so two needs listing tiers differently are different keys). The numbers go
+    in as the bytes of their float64 values, the form the program holds them in: equal
+    bytes, equal program; and a key takes a few bytes a number, not a Python float's 24."""
+    shared = need.shared_utilization
+    numbers = [
+        need.rate_rps,
+        need.tokens_per_request,
+        *need.service_seconds.values(),
+        *need.max_utilization.values(),
+        *(rho for other in shared.values() for rho in other.values()),
+    ]
     return (
         need.name,
         need.priority,
-        need.rate_rps,
-        need.tokens_per_request,
-        tuple(need.service_seconds.items()),
-        tuple(need.max_utilization.items()),
-        tuple((t, tuple(other.items())) for t, other in need.shared_utilization.items()),
+        tuple(need.service_seconds),
+        tuple(need.max_utilization),
+        tuple((t, tuple(other)) for t, other in shared.items()),
+        np.array(numbers, dtype=np.float64).tobytes(),
     )
 
 

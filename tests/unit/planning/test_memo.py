@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -116,6 +117,17 @@ def test_planning_many_pools_never_grows_the_optimizer_cache_past_its_size(
         optimize(TIERS, [_need("batch", 10.0 + k)], None)
     assert SOLUTIONS.stats().size == 4
     assert SOLUTIONS.stats().misses == 12
+
+
+def test_an_array_key_tells_apart_any_two_programs_the_solver_would_tell_apart() -> None:
+    matrix = np.array([[1.0, 0.0], [0.0, 2.0]])
+    vector = np.array([0.0, 1.0])
+    key = memo.array_key(matrix, vector)
+    assert memo.array_key(matrix.copy(), vector.copy()) == key
+    assert memo.array_key(np.array([[1.0, 0.0], [0.0, 2.0 + 1e-15]]), vector) != key
+    assert memo.array_key(np.array([[1.0, 0.0], [2.0, 0.0]]), vector) != key  # moved
+    assert memo.array_key(matrix.T.reshape(1, 4), vector) != key  # another shape
+    assert memo.array_key(matrix, np.array([-0.0, 1.0])) != key
 
 
 def test_bypassed_caches_neither_answer_nor_remember() -> None:
