@@ -138,6 +138,15 @@ class Reconciler:
         finally:
             self.telemetry.reconcile_seconds.labels(result).observe(time.perf_counter() - started)
 
+    def _plan(
+        self, spec: InferencePoolSpec, observation: Observation, previous: InferencePoolStatus
+    ) -> Plan:
+        started = time.perf_counter()
+        try:
+            return self.planner(spec, observation, previous)
+        finally:
+            self.telemetry.plan_seconds.observe(time.perf_counter() - started)
+
     def _reconcile(self, body: Mapping[str, Any], now: datetime) -> PassResult:
         try:
             pool = parse_pool(body)
@@ -152,7 +161,7 @@ class Reconciler:
         reading = self.metrics.read(pool, now)
         observation = observe(pool, children, reading, now)
         try:
-            plan = self.planner(pool.spec, observation, previous)
+            plan = self._plan(pool.spec, observation, previous)
         except Exception as error:  # a bug or an input the API let through: say so, wait
             log.exception("Failed to plan %s/%s", namespace, name)
             return self._fail(

@@ -6,7 +6,13 @@ process, and so /metrics shows only what gpufleet exports.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gpufleet.planning import memo
 
 CLASS_LABELS = ["namespace", "pool", "traffic_class"]
 
@@ -23,6 +29,13 @@ class Telemetry:
             buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
             registry=self.registry,
         )
+        self.plan_seconds = Histogram(
+            "gpufleet_plan_duration_seconds",
+            "Time of one plan() call: the planner alone, its solvers included.",
+            buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 2.5),
+            registry=self.registry,
+        )
+        self.registry.register(_SolverCaches())
         self.decisions = Counter(
             "gpufleet_decisions_total",
             "Decisions that changed replicas or weights, by reason.",
@@ -129,3 +142,27 @@ def _label_sets(gauge: Gauge) -> list[dict[str, str]]:
         for sample in metric.samples:
             seen.append(dict(sample.labels))
     return seen
+
+
+class _SolverCaches(Collector):
+    """The planner's solver caches, read at scrape time: their hits and misses tell how
+    much of a quiet fleet's planning is answered without a solve."""
+
+    def collect(self) -> Iterator[Metric]:
+        stats = {cache.name: cache.stats() for cache in memo.caches()}
+        lookups = CounterMetricFamily(
+            "gpufleet_planner_cache_lookups",
+            "Lookups in the planner's solver caches (this process), by cache and result.",
+            labels=["cache", "result"],
+        )
+        size = GaugeMetricFamily(
+            "gpufleet_planner_cache_entries",
+            "Answers held by each of the planner's solver caches (at most its size).",
+            labels=["cache"],
+        )
+        for name, s in stats.items():
+            lookups.add_metric([name, "hit"], s.hits)
+            lookups.add_metric([name, "miss"], s.misses)
+            size.add_metric([name], s.size)
+        yield lookups
+        yield size

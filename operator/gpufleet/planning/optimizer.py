@@ -45,6 +45,8 @@ from typing import Any
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 
+from gpufleet.planning.memo import Lru
+
 _TIME_LIMIT_SECONDS = 2.0
 _SERVED_TOLERANCE = 1e-6
 
@@ -148,10 +150,65 @@ def _layout(tiers: Sequence[TierOption], active: tuple[ClassNeed, ...]) -> _Layo
     return _Layout(tuple(tiers), active, pairs, binaries, tuple(blocking))
 
 
+# Solutions by their exact inputs. An idle pool asks for the same program every pass, and
+# a pass may ask twice (a capped tier's ask, a burst reserve with equal demand); 4,096
+# answers cover a thousand pools' few programs each. For 4 tiers x 4 classes an answer
+# and its key take about 4 KiB: this cache and the routing one full, about 30 MiB.
+SOLUTIONS: Lru[Solution] = Lru("optimizer", 4096)
+
+
 def optimize(
     tiers: Sequence[TierOption], classes: Sequence[ClassNeed], budget_per_hour: float | None
 ) -> Solution:
     """The cheapest plan serving every class, or the priority-ordered best when none exists."""
+    key = (tuple(tiers), tuple(_need_key(c) for c in classes), budget_per_hour)
+    solution = SOLUTIONS.get(key)
+    if solution is None:
+        solution = _optimize(tiers, classes, budget_per_hour)
+        # A solve cut short by the time limit is not a function of its inputs alone.
+        if solution.optimal:
+            SOLUTIONS.put(key, solution)
+    return _copy(solution)
+
+
+def _need_key(need: ClassNeed) -> tuple[object, ...]:
+    """Everything of a class the program reads, exact, in its order (an order the layout
+    follows, so two needs listing tiers differently are different keys). The numbers go
+    in as the bytes of their float64 values, the form the program holds them in: equal
+    bytes, equal program; and a key takes a few bytes a number, not a Python float's 24."""
+    shared = need.shared_utilization
+    numbers = [
+        need.rate_rps,
+        need.tokens_per_request,
+        *need.service_seconds.values(),
+        *need.max_utilization.values(),
+        *(rho for other in shared.values() for rho in other.values()),
+    ]
+    return (
+        need.name,
+        need.priority,
+        tuple(need.service_seconds),
+        tuple(need.max_utilization),
+        tuple((t, tuple(other)) for t, other in shared.items()),
+        np.array(numbers, dtype=np.float64).tobytes(),
+    )
+
+
+def _copy(solution: Solution) -> Solution:
+    """A solution whose mappings the caller may change without touching the cached one."""
+    return Solution(
+        replicas=dict(solution.replicas),
+        routing={c: dict(shares) for c, shares in solution.routing.items()},
+        served=dict(solution.served),
+        cost_per_hour=solution.cost_per_hour,
+        shortage=solution.shortage,
+        optimal=solution.optimal,
+    )
+
+
+def _optimize(
+    tiers: Sequence[TierOption], classes: Sequence[ClassNeed], budget_per_hour: float | None
+) -> Solution:
     active = tuple(c for c in classes if c.rate_rps > 0 and c.max_utilization)
     full = {c.name: 1.0 for c in active}
     layout = _layout(tiers, active)

@@ -21,6 +21,8 @@ from datetime import datetime
 import numpy as np
 from scipy.optimize import linprog
 
+from gpufleet.planning.memo import Lru, array_key
+
 # Overload of Ready capacity costs this much more than moving a share away from the target.
 _OVERLOAD_PENALTY = 1000.0
 _STAY_WEIGHT = 0.01
@@ -190,23 +192,53 @@ def route_on_ready(
         row[3 * n_x + ti] = -1.0
         rows.append(row)
         bounds_hi.append(allowed[t])
-    solved = linprog(
+    upper = [most(c, t) for c, t in pairs] + [None] * (size - n_x)
+    x = _route_lp(
         cost,
-        A_ub=np.array(rows),
-        b_ub=np.array(bounds_hi),
-        A_eq=a_eq,
-        b_eq=b_eq,
-        bounds=[(0, most(c, t)) for c, t in pairs] + [(0, None)] * (size - n_x),
-        method="highs",
+        np.array(rows),
+        np.array(bounds_hi),
+        a_eq,
+        b_eq,
+        np.array([np.inf if u is None else u for u in upper], dtype=float),
     )
-    if solved.x is None:
+    if x is None:
         return result
     for c in routable:
         result[c] = {}
     for k, (c, t) in enumerate(pairs):
-        if solved.x[k] > 1e-9:
-            result[c][t] = float(solved.x[k])
+        if x[k] > 1e-9:
+            result[c][t] = float(x[k])
     return result
+
+
+# The routing program's answers by its exact arrays: an unchanged pool whose Ready replicas
+# lag its plan asks for the same program every pass until they come.
+_ROUTES: Lru[tuple[np.ndarray | None]] = Lru("routing", 4096)
+
+
+def _route_lp(
+    cost: np.ndarray,
+    a_ub: np.ndarray,
+    b_ub: np.ndarray,
+    a_eq: np.ndarray,
+    b_eq: np.ndarray,
+    upper: np.ndarray,
+) -> np.ndarray | None:
+    key = array_key(cost, a_ub, b_ub, a_eq, b_eq, upper)
+    found = _ROUTES.get(key)
+    if found is None:
+        solved = linprog(
+            cost,
+            A_ub=a_ub,
+            b_ub=b_ub,
+            A_eq=a_eq,
+            b_eq=b_eq,
+            bounds=[(0, None if math.isinf(u) else float(u)) for u in upper],
+            method="highs",
+        )
+        found = (None if solved.x is None else np.array(solved.x, copy=True),)
+        _ROUTES.put(key, found)
+    return None if found[0] is None else found[0].copy()
 
 
 def integer_weights(shares: Mapping[str, float], order: Sequence[str]) -> dict[str, int]:

@@ -7,8 +7,9 @@ import subprocess
 import pytest
 from prometheus_client import generate_latest
 
-from gpufleet.planning.records import MetricsReading, MetricsState
-from tests.exported import AVAILABLE, Readings, run_passes
+from gpufleet.planning import memo
+from gpufleet.planning.records import MetricsReading, MetricsState, Plan
+from tests.exported import AVAILABLE, NOW, Readings, run_passes
 from tests.fakes import FakeKube
 
 pytestmark = pytest.mark.timeout(10)
@@ -79,3 +80,34 @@ def test_promtool_accepts_the_rendered_metrics() -> None:
     )
     assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()
     assert checked.stdout.decode().strip() == "", checked.stdout.decode()
+
+
+def _sample(kube: FakeKube, name: str, **labels: str) -> float | None:
+    return kube.telemetry.registry.get_sample_value(name, labels)
+
+
+def test_each_pass_times_its_plan_and_a_repeated_pass_is_planned_from_the_solver_cache() -> None:
+    memo.clear_all()
+    kube, reconciler = _passes(AVAILABLE, count=2)
+    body = kube.get_pool("default", "llama3-8b")
+    assert body is not None
+    reconciler.clock = lambda: NOW  # the same pool, status and time: the same program
+    reconciler.reconcile(body)
+    optimizer = {"cache": "optimizer"}
+    hits = _sample(kube, "gpufleet_planner_cache_lookups_total", **optimizer, result="hit") or 0
+    reconciler.reconcile(body)
+    assert _sample(kube, "gpufleet_plan_duration_seconds_count") == 4
+    assert (_sample(kube, "gpufleet_plan_duration_seconds_sum") or 0.0) > 0
+    after = _sample(kube, "gpufleet_planner_cache_lookups_total", **optimizer, result="hit")
+    assert after is not None and after > hits
+    misses = _sample(kube, "gpufleet_planner_cache_lookups_total", **optimizer, result="miss")
+    assert misses is not None and misses >= 2
+    assert _sample(kube, "gpufleet_planner_cache_entries", **optimizer) == misses
+
+
+def test_a_plan_that_fails_is_timed_too() -> None:
+    def failing(*_: object) -> Plan:
+        raise ValueError("no plan")
+
+    kube, _ = _passes(AVAILABLE, count=1, planner=failing)
+    assert _sample(kube, "gpufleet_plan_duration_seconds_count") == 1
