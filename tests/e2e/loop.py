@@ -11,7 +11,7 @@ import contextlib
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,10 +27,40 @@ from gpufleet.dev.operator import OperatorProcess
 from gpufleet.dev.prometheus import PrometheusServer, free_port
 from gpufleet.dev.tools import prometheus_binary
 from gpufleet.dev.twin import FleetTwin
+from tests.harness import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DEMO_CONFIG = ROOT / "examples" / "demo" / "demo.yaml"
+REALTIME_MS, BATCH_MS = 100.0, 2000.0  # the demo pool's objectives
 T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Books:
+    """What became of a pool's requests so far, from the twin's books: taken by the
+    gateway, answered with an error (by code: 502 cut, 503 no replica, 404 no route), and
+    held by replicas as they left: drained, cut at the end of the drain time, lost
+    mid-decode with a vanished node, or still draining."""
+
+    sent: int
+    errors: Mapping[str, int]
+    drained: int
+    cut: int
+    lost: int
+    draining: int
+
+    @property
+    def held(self) -> int:
+        """Requests leaving replicas held that are accounted for: drained or cut."""
+        return self.drained + self.cut
+
+    def __str__(self) -> str:
+        errors = ", ".join(f"{code}: {n}" for code, n in sorted(self.errors.items())) or "none"
+        return (
+            f"{self.sent} requests sent, errors {errors}; held by leaving replicas: "
+            f"{self.drained} drained, {self.cut} cut, {self.lost} lost with a node"
+            + (f", {self.draining} replicas still draining" if self.draining else "")
+        )
 
 
 @dataclass
@@ -53,6 +83,25 @@ class Loop:
         self.plane.kubectl("apply", "-n", namespace, "-f", "-", input=yaml.safe_dump(body))
         return str(body["metadata"]["name"])
 
+    def serve(
+        self, namespace: str, overlay: dict[str, Any] | None = None, **tokens_per_second: float
+    ) -> str:
+        """Apply the pool and start its load once the twin routes for it: its HTTPRoute is
+        written and every tier it weights serves, so that no request meets a pool that is
+        still starting. The pool's name."""
+        name = self.apply_pool(namespace, overlay)
+
+        def routed() -> bool:
+            changes = self.twin.route_changes(namespace, name)
+            serving = self.twin.serving(namespace, name)
+            weights = changes[-1].weights if changes else {}
+            weighted = {t for w in weights.values() for t, n in w.items() if n > 0}
+            return bool(changes) and all(serving.get(t, 0) > 0 for t in weighted)
+
+        wait_for(f"the twin to route for {namespace}/{name}", routed, 60)
+        self.load(namespace, name, **tokens_per_second)
+        return name
+
     def load(self, namespace: str, name: str, **tokens_per_second: float) -> None:
         self.twin.poisson(namespace, name).set(
             {cls: ClassLoad(v) for cls, v in tokens_per_second.items()}
@@ -66,6 +115,18 @@ class Loop:
             query=self.prometheus.query,
             serving=self.twin.serving(namespace, name),
             phase=phase,
+        )
+
+    def books(self, namespace: str, name: str) -> Books:
+        outcome = self.twin.drained(namespace, name)
+        answered = self.twin.answered(namespace, name)
+        return Books(
+            sent=self.twin.arrived(namespace, name),
+            errors={code: n for code, n in answered.items() if code != "200" and n},
+            drained=outcome.drained,
+            cut=outcome.cut,
+            lost=outcome.lost,
+            draining=outcome.draining,
         )
 
     def deployment_replicas(self, namespace: str, name: str) -> dict[str, int]:
@@ -221,3 +282,41 @@ class Timeline:
             if key != previous or s.at - printed >= 5:
                 print(s.line(self.t0))
                 previous, printed = key, s.at
+
+
+def p99(s: Sample, cls: str) -> float:
+    value = s.p99_ms.get(cls)
+    return math.inf if value is None else value
+
+
+def within(s: Sample) -> bool:
+    return p99(s, "realtime") <= REALTIME_MS and p99(s, "batch") <= BATCH_MS
+
+
+def settled(s: Sample) -> bool:
+    """Every desired replica Ready, metrics read, both classes within their objectives."""
+    return (
+        bool(s.tiers)
+        and all(t.ready == t.desired for t in s.tiers)
+        and s.condition("MetricsAvailable")[0] == "True"
+        and s.tier("rtx4090").desired > 0
+        and within(s)
+    )
+
+
+def settle(
+    loop: Loop,
+    timeline: Timeline,
+    timeout: float = 150,
+    check: Callable[[Sample], bool] = settled,
+) -> Sample:
+    """Wait for a settled pool (`check`) whose replica counts held for a whole interval."""
+    deadline = time.monotonic() + timeout
+    while True:
+        first = timeline.wait("the pool to settle", check, max(deadline - time.monotonic(), 1))
+        counts = [t.desired for t in first.tiers]
+        later = timeline.after(first.at + loop.interval, "the next interval", loop.interval + 10)
+        if check(later) and [t.desired for t in later.tiers] == counts:
+            return later
+        if time.monotonic() > deadline:
+            raise AssertionError(f"The pool did not settle in {timeout:.0f}s: {later}")

@@ -25,13 +25,12 @@ from kubernetes import client
 from gpufleet.dev import nodes
 from gpufleet.dev.fleetview import P99_WINDOW_SECONDS, Sample
 from gpufleet.dev.tools import PROMETHEUS_MAJORS
-from tests.e2e.loop import Loop, Timeline, closed_loop
+from tests.e2e.loop import BATCH_MS, REALTIME_MS, Loop, Timeline, closed_loop, p99, settle, within
 from tests.harness import get_pool, wait_for
 
 pytestmark = [pytest.mark.cluster, pytest.mark.prometheus, pytest.mark.timeout(420)]
 
 QUIET = {"realtime": 1500.0, "batch": 6000.0}  # tokens/s: 1 H100 + ~3 RTX 4090
-REALTIME_MS, BATCH_MS = 100.0, 2000.0
 # Stated bounds, in decision intervals (10 s) after the new replicas are Ready. The P99
 # asserted on is over a 10 s window, so one interval of it is the window catching up.
 RECOVERY_INTERVALS = 4
@@ -59,39 +58,6 @@ def pool(loop: Loop, namespace: str) -> Iterator[tuple[str, str]]:
     name = "llama3-8b"
     yield namespace, name
     loop.twin.set_load(namespace, name, None)
-
-
-def p99(s: Sample, cls: str) -> float:
-    value = s.p99_ms.get(cls)
-    return math.inf if value is None else value
-
-
-def within(s: Sample) -> bool:
-    return p99(s, "realtime") <= REALTIME_MS and p99(s, "batch") <= BATCH_MS
-
-
-def settled(s: Sample) -> bool:
-    """Every desired replica Ready, metrics read, both classes within their objectives."""
-    return (
-        bool(s.tiers)
-        and all(t.ready == t.desired for t in s.tiers)
-        and s.condition("MetricsAvailable")[0] == "True"
-        and s.tier("rtx4090").desired > 0
-        and within(s)
-    )
-
-
-def settle(loop: Loop, timeline: Timeline, timeout: float = 150) -> Sample:
-    """Wait for a settled pool whose replica counts held for a whole interval."""
-    deadline = time.monotonic() + timeout
-    while True:
-        first = timeline.wait("the pool to settle", settled, max(deadline - time.monotonic(), 1))
-        counts = [t.desired for t in first.tiers]
-        later = timeline.after(first.at + loop.interval, "the next interval", loop.interval + 10)
-        if settled(later) and [t.desired for t in later.tiers] == counts:
-            return later
-        if time.monotonic() > deadline:
-            raise AssertionError(f"The pool did not settle in {timeout:.0f}s: {later}")
 
 
 def grown_and_ready(loop: Loop, timeline: Timeline, tier: str, before: int) -> Sample:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from gpufleet.api.types import InferencePool
 from gpufleet.dev.demo import DemoConfig, merge, pool_body
 from gpufleet.dev.loadstory import ClassLoad, PoissonLoad, Schedule, load_schedules, parse_phases
 from gpufleet.dev.twin import FleetTwin
+from gpufleet.dev.twindrain import DrainOutcome
 from gpufleet.dev.twinworld import PodInfo, World
 from gpufleet.planning.records import MetricsState
 from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
@@ -148,6 +150,10 @@ def test_a_pod_on_a_vanished_node_stops_serving_at_once(twin: FleetTwin) -> None
     labels = [g["labels"].get("pod") for g in json.loads(twin.targets_file.read_text())]
     assert "r-1" not in labels and "r-0" in labels
     assert twin.routed(NS, NAME)["batch"]["rtx4090"] > before
+    # What it held mid-decode is lost, and the gateway answered each of those with a 502.
+    lost = twin.drained(NS, NAME)
+    assert lost.lost > 0 and lost.drained == lost.cut == 0
+    assert twin.answered(NS, NAME)["502"] == lost.lost
 
     # The node comes back before the pod GC deleted the pod: its kubelet runs it again.
     twin.observe(world(FLEET, NODES))
@@ -183,6 +189,26 @@ def test_a_deleted_pod_drains_its_requests_for_the_drain_time_then_cuts_the_rest
         assert outcome.cut == 0
     else:
         assert outcome.drained == 0 and outcome.cut == sum(held)
+
+
+def test_a_pod_seen_terminating_drains_from_then(twin: FleetTwin) -> None:
+    """The API still lists a deleted pod for a while (its deletionTimestamp set): its drain
+    time runs from the first poll that saw that, not from when the object is gone."""
+    body = load_example()
+    body["metadata"].update(namespace=NS, uid="uid-1", generation=1)
+    body["spec"].setdefault("scaling", {})["drainSeconds"] = 0
+    pools = {(NS, NAME): parse_pool(body)}
+    twin.observe(World(frozenset(NODES), pools, tuple(FLEET), {(NS, NAME): WEIGHTS}))
+    twin.set_load(NS, NAME, PoissonLoad({"batch": ClassLoad(12000)}, seed=2))
+    now = run(twin, time.monotonic(), 10)
+    held = sum(int(s.value) for s in _gauges(twin, "r-1"))
+    assert held > 0, "the pod holds requests when it is deleted"
+
+    terminating = [replace(p, terminating=True) if p.name == "r-1" else p for p in FLEET]
+    twin.observe(World(frozenset(NODES), pools, tuple(terminating), {(NS, NAME): WEIGHTS}))
+    run(twin, now, 1)
+    assert twin.drained(NS, NAME) == DrainOutcome(drained=0, cut=held)
+    assert twin.serving(NS, NAME) == {"h100": 1, "rtx4090": 1}
 
 
 def _gauges(twin: FleetTwin, pod_name: str) -> list[Any]:

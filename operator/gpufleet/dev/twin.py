@@ -234,8 +234,21 @@ class FleetTwin:
             return self._ledger.routed(namespace, pool)
 
     def drained(self, namespace: str, pool: str) -> DrainOutcome:
-        """Requests the pool's deleted replicas held: finished in the drain time, or cut."""
-        return self._drains.outcome(namespace, pool)  # an immutable value, read whole
+        """Requests the pool's deleted replicas held: finished in the drain time, or cut;
+        and those lost with a vanished node."""
+        with self._lock:
+            return self._drains.outcome(namespace, pool)
+
+    def arrived(self, namespace: str, pool: str) -> int:
+        """Requests the pool's gateway has taken so far."""
+        with self._lock:
+            return self._ledger.arrived.get((namespace, pool), 0)
+
+    def answered(self, namespace: str, pool: str) -> dict[str, int]:
+        """The gateway's answers so far by response code, over classes and tiers: 200 a
+        replica took the request, 502 its stream was cut, 503 no replica, 404 no route."""
+        with self._lock:
+            return self._ledger.answered(namespace, pool)
 
     def served_tokens(self, namespace: str, pool: str) -> int:
         """Prompt plus generated tokens the pool's replicas have served so far."""
@@ -324,8 +337,11 @@ class FleetTwin:
                 if node_gone:
                     self._lose(replica, at)
                     continue
+                if info.terminating:  # deleted, its object still there: it drains from now
+                    self._retire(replica, at)
+                    continue
                 replica.info = info
-                replica.serving = info.ready and not info.terminating
+                replica.serving = info.ready
                 continue
             if node_gone or info.node is None or not info.ready:
                 continue
@@ -347,8 +363,7 @@ class FleetTwin:
                 model_name=view.model_name,
             )
         for uid in [u for u in self._replicas if u not in seen]:
-            gone = self._replicas.pop(uid)  # deleted: drains what it has (vLLM's shutdown)
-            self._drains.add(gone.key, gone.engine, at, self._views.get(gone.key))
+            self._retire(self._replicas[uid], at)  # deleted and gone already
         for key, weights in world.routes.items():
             if self._routes.get(key) != weights:
                 self._routes[key] = weights
@@ -366,12 +381,19 @@ class FleetTwin:
                 out[r.info.tier] = out.get(r.info.tier, 0) + 1
         return out
 
+    def _retire(self, replica: TwinReplica, at: float) -> None:
+        """Its pod was deleted: it takes no new request and drains what it has (vLLM's
+        shutdown), counted from the first poll that saw the deletion."""
+        del self._replicas[replica.info.uid]
+        self._drains.add(replica.key, replica.engine, at, self._views.get(replica.key))
+
     def _lose(self, replica: TwinReplica, at: float) -> None:
         """Its node vanished: queued requests go back to the gateway, running ones fail."""
         del self._replicas[replica.info.uid]
         waiting, cut = replica.engine.evict(at)
         for request in cut:
             self._ledger.cut(request, at)
+        self._drains.lose(replica.key, len(cut))
         for request in waiting:
             self._route(request, at)
 

@@ -4,14 +4,15 @@ kwok deletes a pod at once (no kubelet honours its grace period), so the twin pl
 kubelet and vLLM: a deleted replica takes no new request and keeps running the ones it
 has, waiting or decoding, for the pool's drain time (`gpufleet.desired.drain`); whatever is
 left then is aborted, its streams cut. Each pool's book counts both, so a test or the demo
-can read how many requests a scale-down drained and how many it cut.
+can read how many requests a scale-down drained and how many it cut; beside them, the
+requests cut mid-decode because their replica's node vanished without notice.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.dev.twinledger import Ledger
@@ -23,10 +24,14 @@ Key = tuple[str, str]  # namespace, pool
 
 @dataclass(frozen=True)
 class DrainOutcome:
-    """Requests deleted replicas of a pool held: finished in the drain time, or cut."""
+    """Requests deleted replicas of a pool held: finished in the drain time, or cut; and
+    requests lost mid-decode with a vanished node. `draining`: deleted replicas still
+    finishing theirs, whose requests are in neither count yet."""
 
     drained: int = 0
     cut: int = 0
+    lost: int = 0
+    draining: int = 0
 
 
 @dataclass
@@ -72,9 +77,18 @@ class DrainBook:
                 still.append(d)
         self._draining = still
 
-    def _book(self, key: Key, *, drained: int = 0, cut: int = 0) -> None:
+    def lose(self, key: Key, cut: int) -> None:
+        """A replica of `key` vanished with its node, `cut` requests mid-decode."""
+        self._book(key, lost=cut)
+
+    def _book(self, key: Key, *, drained: int = 0, cut: int = 0, lost: int = 0) -> None:
         before = self._outcomes.get(key, DrainOutcome())
-        self._outcomes[key] = DrainOutcome(before.drained + drained, before.cut + cut)
+        self._outcomes[key] = DrainOutcome(
+            before.drained + drained, before.cut + cut, before.lost + lost
+        )
 
     def outcome(self, namespace: str, pool: str) -> DrainOutcome:
-        return self._outcomes.get((namespace, pool), DrainOutcome())
+        key = (namespace, pool)
+        booked = self._outcomes.get(key, DrainOutcome())
+        draining = sum(1 for d in self._draining if d.key == key)
+        return replace(booked, draining=draining)

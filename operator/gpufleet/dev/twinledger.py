@@ -84,6 +84,7 @@ class Ledger:
         self.gateway: dict[tuple[str, str, str], GatewayClass] = {}
         self._outcomes: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
         self._served: dict[tuple[str, str], int] = {}  # tokens prefilled and generated
+        self.arrived: dict[tuple[str, str], int] = {}  # requests per pool
 
     # -- what the gateway writes ----------------------------------------------------------
 
@@ -97,6 +98,7 @@ class Ledger:
         self.class_of.append(cls_key)
         self.pod_of.append(None)
         self._first_seen.append(False)
+        self.arrived[key] = self.arrived.get(key, 0) + 1
         gateway = self.gateway.setdefault(cls_key, GatewayClass())
         gateway.tokens += arrival.prompt_tokens + arrival.output_tokens
         return request
@@ -176,6 +178,15 @@ class Ledger:
             per = out.setdefault(cls, {})
             for (tier, _), n in gateway.requests.items():
                 per[tier] = per.get(tier, 0) + n
+        return out
+
+    def answered(self, namespace: str, pool: str) -> dict[str, int]:
+        """Answers per response code so far (a cut request counts as 200, then 502)."""
+        out: dict[str, int] = {}
+        for (ns, name, _), gateway in self.gateway.items():
+            if (ns, name) == (namespace, pool):
+                for (_, code), n in gateway.requests.items():
+                    out[code] = out.get(code, 0) + n
         return out
 
     def served_tokens(self, namespace: str, pool: str) -> int:
