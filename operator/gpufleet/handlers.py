@@ -46,6 +46,8 @@ async def pool_changed(
     if type == "DELETED" or meta.get("deletionTimestamp"):
         memo.loops.stop(namespace, name)
         return
+    if not memo.loops.owns(namespace, name):  # another replica's shard
+        return
     memo.loops.ensure(namespace, name)
     memo.loops.spec_changed(namespace, name, int(meta.get("generation") or 0))
 

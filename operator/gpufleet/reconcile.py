@@ -120,12 +120,14 @@ class Reconciler:
         planner: Planner,
         telemetry: Telemetry,
         clock: Callable[[], datetime],
+        identity: str = "",
     ) -> None:
         self.kube = kube
         self.metrics = metrics
         self.planner = planner
         self.telemetry = telemetry
         self.clock = clock
+        self.identity = identity  # written as status.observedBy: which replica acts
 
     def reconcile(self, body: Mapping[str, Any]) -> PassResult:
         """One pass over one pool, timed; failures are counted and re-raised."""
@@ -181,6 +183,8 @@ class Reconciler:
             pool, observation, plan, routing, previous,
             conflicts=conflicts, problems=children.problems, leaving=leaving,
         )  # fmt: skip
+        if self.identity:
+            status = status.model_copy(update={"observed_by": self.identity})
         failure = None
         if routing.reason is Reason.ROUTE_APPLY_FAILED:
             # The spec was not fully acted on: observedGeneration keeps its old value.

@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gpufleet.reconcile import Reconciler
@@ -52,14 +53,20 @@ class Loops:
     reconciler: Reconciler
     debounce_seconds: float = DEBOUNCE_SECONDS
     retry_seconds: float = RETRY_SECONDS
+    # Whether this process reconciles the pool (sharded replicas: its shard is held here).
+    owns: Callable[[str, str], bool] = lambda namespace, name: True
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
     _generations: dict[Key, int] = field(default_factory=dict)
     _failures: dict[Key, int] = field(default_factory=dict)
+    _retiring: set[Key] = field(default_factory=set)
 
     def ensure(self, namespace: str, name: str) -> None:
-        """Start the pool's loop unless it runs (called from the running event loop)."""
+        """Start the pool's loop unless it runs or the pool is not this process's to
+        reconcile (called from the running event loop)."""
         key = (namespace, name)
+        if not self.owns(namespace, name):
+            return
         task = self._tasks.get(key)
         if task is None or task.done():
             self._tasks[key] = asyncio.get_running_loop().create_task(
@@ -71,6 +78,18 @@ class Loops:
         task = self._tasks.pop((namespace, name), None)
         if task is not None:
             task.cancel()
+
+    async def retire(self, which: Callable[[str, str], bool]) -> None:
+        """Stop the loops of the pools `which` selects, each after its pass in flight (a
+        pass runs in a thread that cancelling would not stop), and wait until they have:
+        then nothing of this process writes to those pools any more."""
+        keys = [key for key in self._tasks if which(*key)]
+        self._retiring.update(keys)
+        tasks = [self._tasks[key] for key in keys]
+        for key in keys:
+            self._wake(*key)
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._retiring.difference_update(keys)
 
     async def stop_all(self) -> None:
         """Cancel every loop and wait for them (the operator stops)."""
@@ -110,13 +129,14 @@ class Loops:
         key = (namespace, name)
         wakeup = self._wakeups[key] = asyncio.Event()
         try:
-            while True:
+            while key not in self._retiring:
                 interval = await self._pass(namespace, name)
-                if interval is None:  # the pool is gone
+                if interval is None or key in self._retiring:  # gone, or no longer ours
                     return
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(wakeup.wait(), timeout=interval)
-                    await asyncio.sleep(self.debounce_seconds)
+                    if key not in self._retiring:
+                        await asyncio.sleep(self.debounce_seconds)
                 wakeup.clear()
         finally:
             if self._wakeups.get(key) is wakeup:

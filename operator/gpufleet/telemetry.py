@@ -113,6 +113,11 @@ class Telemetry:
             key: Gauge(name, doc, labels, registry=self.registry)
             for key, name, labels, doc in gauges
         }
+        self.shards_held = Gauge(
+            "gpufleet_shards_held",
+            "Shards of the pools this process holds and reconciles (with --shards above 1).",
+            registry=self.registry,
+        )
         self.leader = Gauge(
             "gpufleet_leader",
             "1 while this process holds the leader Lease and acts, 0 while it stands by.",

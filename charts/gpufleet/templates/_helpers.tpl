@@ -154,6 +154,9 @@ Refuse combinations the schema cannot express.
 {{- if and (not .Values.leaderElection.enabled) (gt (int .Values.replicaCount) 1) }}
 {{- fail (printf "replicaCount is %d but leaderElection.enabled is false: replicas without leader election would reconcile the same pools at once; set replicaCount to 1 or enable leader election" (int .Values.replicaCount)) }}
 {{- end }}
+{{- if and (not .Values.leaderElection.enabled) (gt (int .Values.sharding.shards) 1) }}
+{{- fail (printf "sharding.shards is %d but leaderElection.enabled is false: the shards are Leases; enable leader election or set sharding.shards to 1" (int .Values.sharding.shards)) }}
+{{- end }}
 {{- if and .Values.serviceMonitor.enabled .Values.podMonitor.enabled }}
 {{- fail "serviceMonitor.enabled and podMonitor.enabled are both true: Prometheus would scrape the operator twice; enable one" }}
 {{- end }}

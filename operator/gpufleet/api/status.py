@@ -323,6 +323,13 @@ class InferencePoolStatus(StatusModel):
         ),
     )
     last_decision: Decision | None = Field(default=None, description="The last decision.")
+    observed_by: str | None = Field(
+        default=None,
+        description=(
+            "The operator replica that reconciled the pool last (pod name and process): with "
+            "sharded replicas, the holder of the pool's shard."
+        ),
+    )
     tier_summary: str | None = Field(
         default=None, description="Ready/desired replicas per tier, for kubectl get."
     )

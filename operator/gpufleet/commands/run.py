@@ -19,6 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 ENV_PREFIX = "GPUFLEET_"
+MAX_SHARDS = 64
 
 
 def register(subparsers: Any) -> None:
@@ -95,6 +96,15 @@ def register(subparsers: Any) -> None:
         help="namespace of the leader Lease (default: $POD_NAMESPACE or default)",
     )
     parser.add_argument(
+        "--shards",
+        type=int,
+        default=int(env(f"{ENV_PREFIX}SHARDS", "1")),
+        metavar="N",
+        help="split the pools into N shards, each held by one replica through a Lease "
+        "named <lease-name>-shard-<i>; replicas share them fairly (default 1: one leader "
+        "reconciles every pool) [GPUFLEET_SHARDS]",
+    )
+    parser.add_argument(
         "--log-format",
         choices=("text", "json"),
         default=env(f"{ENV_PREFIX}LOG_FORMAT", "text"),
@@ -121,6 +131,16 @@ def _configure_logging(fmt: str, verbose: bool) -> None:
 
 def main(args: argparse.Namespace) -> int:
     _configure_logging(args.log_format, args.verbose)
+    if not 1 <= args.shards <= MAX_SHARDS:
+        print(f"--shards must be between 1 and {MAX_SHARDS}, got {args.shards}", file=sys.stderr)
+        return 2
+    if args.shards > 1 and not args.leader_election:
+        print(
+            "--shards above 1 needs leader election: the shards are Leases "
+            "(drop --no-leader-election)",
+            file=sys.stderr,
+        )
+        return 2
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
@@ -183,11 +203,19 @@ async def _run(args: argparse.Namespace) -> int:
         plan,
         telemetry,
         lambda: datetime.now(UTC),
+        identity=identity,
     )
     import gpufleet.handlers  # noqa: F401  (registers the handlers with Kopf)
 
+    loops = Loops(reconciler)
     elector = None
-    if args.leader_election:
+    keeper = None
+    if args.shards > 1:
+        keeper = _shard_keeper(args, api_client, telemetry, identity, loops)
+        loops.owns = keeper.owns
+        ready.set()
+        await keeper.step()
+    elif args.leader_election:
         elector = LeaseElector(
             api_client,
             telemetry,
@@ -209,13 +237,15 @@ async def _run(args: argparse.Namespace) -> int:
             clusterwide=not args.namespaces,
             namespaces=args.namespaces,
             standalone=True,
-            memo=kopf.Memo(loops=Loops(reconciler)),
+            memo=kopf.Memo(loops=loops),
             stop_flag=stop,
         )
     )
     tasks: set[asyncio.Task[Any]] = {operator}
     if elector is not None:
         tasks.add(asyncio.create_task(elector.hold()))
+    if keeper is not None:
+        tasks.add(asyncio.create_task(keeper.run()))
     done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
     code = 0
     if operator not in done:  # leadership lost: stop acting at once and exit non-zero
@@ -226,9 +256,38 @@ async def _run(args: argparse.Namespace) -> int:
         code = 1
     for task in tasks:
         task.cancel()
+    if keeper is not None:  # hand the shards over now rather than when they expire
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(keeper.release_all(), timeout=10)
     if health is not None:
         await health.cleanup()
     return code
+
+
+def _shard_keeper(
+    args: argparse.Namespace, api_client: Any, telemetry: Any, identity: str, loops: Any
+) -> Any:
+    from gpufleet.adapters.shards import ShardKeeper, ShardLeases, list_pools
+    from gpufleet.sharding import shard_of
+
+    async def gained(shards: set[int]) -> None:
+        pools = await asyncio.to_thread(list_pools, api_client, args.namespaces)
+        for namespace, name in pools:
+            if shard_of(namespace, name, args.shards) in shards:
+                loops.ensure(namespace, name)
+
+    async def lost(shards: set[int]) -> None:
+        await loops.retire(lambda namespace, name: shard_of(namespace, name, args.shards) in shards)
+
+    leases = ShardLeases(
+        api_client,
+        telemetry,
+        namespace=args.lease_namespace,
+        group=args.lease_name,
+        identity=identity,
+        shards=args.shards,
+    )
+    return ShardKeeper(leases, on_gain=gained, on_lose=lost)
 
 
 def _metrics_source(url: str, scrape_interval_seconds: int) -> Any:

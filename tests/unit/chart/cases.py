@@ -54,6 +54,7 @@ CASES: dict[str, dict[str, Any]] = {
     },
     "crds-disabled": {"crds": {"enabled": False}},
     "crds-not-kept": {"crds": {"keep": False}},
+    "sharded": {"replicaCount": 3, "sharding": {"shards": 6}},
     "single-replica-without-leader-election": {
         "replicaCount": 1,
         "leaderElection": {"enabled": False},

@@ -124,3 +124,15 @@ def test_gpufleet_run_accepts_the_rendered_args(case: str, helm: Helm, tmp_path:
     args = container(deployment(helm, tmp_path, CASES[case]))["args"]
     parsed = build_parser(["run"]).parse_args(["run", *args])
     assert parsed.command == "run"
+
+
+def test_sharded_replicas_get_the_shard_count(helm: Helm, tmp_path: Path) -> None:
+    from gpufleet.cli import build_parser
+
+    rendered = deployment(helm, tmp_path, {"replicaCount": 3, "sharding": {"shards": 6}})
+    assert rendered["spec"]["replicas"] == 3
+    args = container(rendered)["args"]
+    assert "--shards=6" in args
+    assert build_parser(["run"]).parse_args(["run", *args]).shards == 6
+    one = container(deployment(helm, tmp_path, {}))["args"]
+    assert not [a for a in one if a.startswith("--shards")]  # one leader, as before

@@ -107,6 +107,18 @@ def test_lease_role_is_limited_to_the_release_namespace_and_its_lease(
     find(docs, "RoleBinding", "gpufleet-leader-election")
 
 
+def test_sharded_replicas_may_list_and_keep_the_shard_leases_in_the_release_namespace(
+    helm: Helm, tmp_path: Path
+) -> None:
+    docs = render(helm, tmp_path, {"replicaCount": 3, "sharding": {"shards": 4}})
+    role = find(docs, "Role", "gpufleet-leader-election")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    unnamed = [r for r in role["rules"] if not r.get("resourceNames")]
+    assert {v for r in unnamed for v in r["verbs"]} == {"create", "get", "list", "update", "delete"}
+    assert all(r["resources"] == ["leases"] for r in role["rules"])
+    assert not [d for d in docs if d["kind"] == "ClusterRole" and "leases" in str(d["rules"])]
+
+
 def test_no_lease_rights_without_leader_election(helm: Helm, tmp_path: Path) -> None:
     docs = render(helm, tmp_path, {"replicaCount": 1, "leaderElection": {"enabled": False}})
     assert not [d for d in docs if d["kind"] in ("Role", "RoleBinding")]

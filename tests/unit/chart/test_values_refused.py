@@ -54,6 +54,8 @@ SCHEMA_REFUSES = [
         "/grafana/dashboards/labels/grafana_dashboard",
     ),
     Refused("unknown-alerts-key", {"alerts": {"runbook": "x"}}, "'runbook' not allowed"),
+    Refused("zero-shards", {"sharding": {"shards": 0}}, "/sharding/shards"),
+    Refused("too-many-shards", {"sharding": {"shards": 65}}, "/sharding/shards"),
     Refused(
         "memory-not-a-quantity",
         {"resources": {"requests": {"memory": "lots"}}},
@@ -66,6 +68,11 @@ TEMPLATE_REFUSES = [
         "replicas-without-leader-election",
         {"replicaCount": 2, "leaderElection": {"enabled": False}},
         "replicaCount is 2 but leaderElection.enabled is false",
+    ),
+    Refused(
+        "shards-without-leader-election",
+        {"replicaCount": 1, "leaderElection": {"enabled": False}, "sharding": {"shards": 4}},
+        "sharding.shards is 4 but leaderElection.enabled is false",
     ),
     Refused(
         "both-monitors",

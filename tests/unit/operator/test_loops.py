@@ -62,3 +62,40 @@ def test_failing_pool_backs_off_ignores_its_children_and_wakes_on_a_new_spec() -
         assert loops.running() == set()
 
     asyncio.run(scenario())
+
+
+class SlowPasses(Passes):
+    """Passes that take a while in their thread, recording when each ends."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing = False
+        self.ended: list[str] = []
+
+    def reconcile(self, body: dict[str, Any]) -> PassResult:
+        import time
+
+        time.sleep(0.2)
+        self.ended.append(body["metadata"]["name"])
+        return super().reconcile(body)
+
+
+def test_retired_pools_finish_their_pass_in_flight_and_stop_and_others_go_on() -> None:
+    async def scenario() -> None:
+        passes = SlowPasses()
+        owned = {"a", "b"}
+        loops = Loops(cast(Any, passes), debounce_seconds=0, owns=lambda ns, n: n in owned)
+        for name in ("a", "b", "c"):
+            loops.ensure("ns", name)
+        assert loops.running() == {("ns", "a"), ("ns", "b")}  # c is another replica's
+        await asyncio.sleep(0.05)  # a's and b's first passes are in their threads
+        await loops.retire(lambda ns, n: n == "a")
+        # Retire returned only after a's pass in flight had ended: nothing of a runs now.
+        assert "a" in passes.ended
+        assert loops.running() == {("ns", "b")}
+        loops.wake("ns", "a")  # a child of a changes: no loop of a to wake any more
+        await asyncio.sleep(0.3)
+        assert passes.ended.count("a") == 1
+        await loops.stop_all()
+
+    asyncio.run(scenario())
