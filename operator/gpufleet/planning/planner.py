@@ -221,7 +221,10 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
             for t, w in inputs.previous_weights(cls.name).items()
             if target.get(t, 0) > 0 and capacity.is_eligible(t)
         }
-        weights[cls.name] = weights_for(inputs, capacity, still, target)
+        # Not onto tiers without a Ready replica while another of its tiers has one (a new
+        # pool whose first tier is up, a tier whose nodes went): those requests would fail.
+        serving = {t: w for t, w in still.items() if inputs.seen(t).ready_replicas > 0}
+        weights[cls.name] = weights_for(inputs, capacity, serving or still, target)
     demand = {c.name: inputs.previous_demand(c.name) for c in inputs.classes}
     return _finish(inputs, fleet, target=target, weights=weights, demand=demand, held=True)
 

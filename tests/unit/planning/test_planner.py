@@ -175,6 +175,30 @@ def test_predicted_p99_counts_the_wait_behind_other_classes_prompts() -> None:
     assert predicted is not None and predicted > 0.1
 
 
+@pytest.mark.parametrize("state", [MetricsState.NO_DATA, MetricsState.UNREACHABLE])
+def test_without_metrics_a_class_leaves_tiers_with_no_ready_replica_for_one_that_has(
+    state: MetricsState,
+) -> None:
+    """A new pool whose H100 is up before its 4090s (no vLLM series yet), or a tier whose
+    nodes went while Prometheus is away: its requests would fail there; a Ready tier of the
+    class takes them, and the rest come back once their replicas are Ready."""
+    s = spec()
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 30, "rtx4090": 70}}
+    starting = {"h100": {"desired_replicas": 1, "ready_replicas": 1},
+                "rtx4090": {"desired_replicas": 2, "starting_replicas": 2}}  # fmt: skip
+    p = plan(
+        s, observe(s, {}, tiers=starting, metrics=state), previous({"h100": 1, "rtx4090": 2}, live)
+    )
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    assert replicas(p) == {"h100": 1, "rtx4090": 2}  # nothing else changes
+    up = {"h100": {"desired_replicas": 1, "ready_replicas": 1},
+          "rtx4090": {"desired_replicas": 2, "ready_replicas": 2}}  # fmt: skip
+    back = plan(
+        s, observe(s, {}, tiers=up, metrics=state), previous({"h100": 1, "rtx4090": 2}, live)
+    )
+    assert weights(back) == {"realtime": {"h100": 100}, "batch": {"h100": 30, "rtx4090": 70}}
+
+
 def test_traffic_waiting_for_replicas_does_not_spill_onto_a_strict_class_tier() -> None:
     s = spec(classes=[realtime(**SHORT), batch(**LONG)])
     tiers = {
