@@ -193,6 +193,8 @@ class Reconciler:
         patch = status_patch(body.get("status"), status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch)
+        else:
+            self.telemetry.writes_skipped.labels("status").inc()
         conflicted = {c.rsplit(" ", 1)[-1] for c in conflicts}
         records = (
             events(pool, previous, status, plan, conflicted=conflicted, leaving=leaving)
@@ -221,6 +223,7 @@ class Reconciler:
         # Objects read from a list carry no apiVersion/kind: compare the rest.
         fields = {k: v for k, v in stamped.items() if k not in ("apiVersion", "kind")}
         if live is not None and covers(live, fields):
+            self.telemetry.writes_skipped.labels(f"{str(manifest['kind']).lower()}s").inc()
             return False
         self.kube.apply(stamped)
         return True

@@ -48,6 +48,18 @@ class Telemetry:
             ["verb", "resource"],
             registry=self.registry,
         )
+        self.writes_skipped = Counter(
+            "gpufleet_api_writes_skipped_total",
+            "Writes a pass did not make because the live object already matched, by resource "
+            "(deployments, services, httproutes, status).",
+            ["resource"],
+            registry=self.registry,
+        )
+        self.api_throttled = Counter(
+            "gpufleet_api_throttled_seconds_total",
+            "Seconds API requests waited for the client-side rate limit (--kube-api-qps).",
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             "gpufleet_api_errors_total",
             "Kubernetes API calls that failed, by verb, resource and HTTP status.",

@@ -96,6 +96,22 @@ def register(subparsers: Any) -> None:
         help="namespace of the leader Lease (default: $POD_NAMESPACE or default)",
     )
     parser.add_argument(
+        "--kube-api-qps",
+        type=float,
+        default=float(env(f"{ENV_PREFIX}KUBE_API_QPS", "100")),
+        metavar="QPS",
+        help="requests per second to the Kubernetes API, on average, across every pool's "
+        "passes (0: no limit; default 100) [GPUFLEET_KUBE_API_QPS]",
+    )
+    parser.add_argument(
+        "--kube-api-burst",
+        type=int,
+        default=int(env(f"{ENV_PREFIX}KUBE_API_BURST", "200")),
+        metavar="N",
+        help="requests that may go at once above --kube-api-qps (default 200) "
+        "[GPUFLEET_KUBE_API_BURST]",
+    )
+    parser.add_argument(
         "--shards",
         type=int,
         default=int(env(f"{ENV_PREFIX}SHARDS", "1")),
@@ -133,6 +149,13 @@ def main(args: argparse.Namespace) -> int:
     _configure_logging(args.log_format, args.verbose)
     if not 1 <= args.shards <= MAX_SHARDS:
         print(f"--shards must be between 1 and {MAX_SHARDS}, got {args.shards}", file=sys.stderr)
+        return 2
+    if args.kube_api_qps < 0 or args.kube_api_burst < 1:
+        print(
+            f"--kube-api-qps must be 0 (no limit) or more and --kube-api-burst at least 1, got "
+            f"{args.kube_api_qps} and {args.kube_api_burst}",
+            file=sys.stderr,
+        )
         return 2
     if args.shards > 1 and not args.leader_election:
         print(
@@ -185,6 +208,11 @@ async def _run(args: argparse.Namespace) -> int:
     api_client = client.ApiClient()
     identity = f"{socket.gethostname()}-{os.getpid()}"
     telemetry = Telemetry()
+    if args.kube_api_qps > 0:
+        from gpufleet.adapters.ratelimit import TokenBucket, limit
+
+        bucket = TokenBucket(args.kube_api_qps, args.kube_api_burst)
+        limit(api_client, bucket, telemetry.api_throttled.inc)
     if args.metrics_port:
         start_http_server(args.metrics_port, addr=args.bind_address, registry=telemetry.registry)
     ready = asyncio.Event()

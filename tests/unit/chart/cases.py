@@ -55,6 +55,7 @@ CASES: dict[str, dict[str, Any]] = {
     "crds-disabled": {"crds": {"enabled": False}},
     "crds-not-kept": {"crds": {"keep": False}},
     "sharded": {"replicaCount": 3, "sharding": {"shards": 6}},
+    "kube-api-limits": {"kubeApi": {"qps": 40, "burst": 80}},
     "single-replica-without-leader-election": {
         "replicaCount": 1,
         "leaderElection": {"enabled": False},

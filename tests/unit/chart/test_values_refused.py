@@ -54,6 +54,8 @@ SCHEMA_REFUSES = [
         "/grafana/dashboards/labels/grafana_dashboard",
     ),
     Refused("unknown-alerts-key", {"alerts": {"runbook": "x"}}, "'runbook' not allowed"),
+    Refused("negative-qps", {"kubeApi": {"qps": -1, "burst": 10}}, "/kubeApi/qps"),
+    Refused("zero-burst", {"kubeApi": {"qps": 10, "burst": 0}}, "/kubeApi/burst"),
     Refused("zero-shards", {"sharding": {"shards": 0}}, "/sharding/shards"),
     Refused("too-many-shards", {"sharding": {"shards": 65}}, "/sharding/shards"),
     Refused(

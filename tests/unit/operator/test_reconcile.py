@@ -63,9 +63,20 @@ def test_pass_over_an_unchanged_world_writes_nothing() -> None:
     run(kube, reconciler)
     run(kube, reconciler)
     before = len(kube.writes)
+    registry = reconciler.telemetry.registry
+
+    def skipped(resource: str) -> float:
+        name = "gpufleet_api_writes_skipped_total"
+        return registry.get_sample_value(name, {"resource": resource}) or 0.0
+
+    counts = {r: skipped(r) for r in ("deployments", "services", "status")}
     result = run(kube, reconciler)
     assert kube.writes[before:] == []
     assert not result.status_written
+    # Each child and the status counted as skipped once: 2 tiers' Deployment and Service.
+    after = {r: skipped(r) for r in counts}
+    assert after == {"deployments": counts["deployments"] + 2, "services": counts["services"] + 2,
+                     "status": counts["status"] + 1}  # fmt: skip
 
 
 def test_hand_edited_deployment_is_put_back() -> None:
