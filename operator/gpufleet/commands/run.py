@@ -206,6 +206,9 @@ async def _run(args: argparse.Namespace) -> int:
     except config.ConfigException:
         config.load_kube_config()
     api_client = client.ApiClient()
+    # Leases get their own client, outside the rate limit: a renewal queued behind a
+    # thousand pools' reads could miss its deadline and hand the pools over for nothing.
+    lease_client = client.ApiClient()
     identity = f"{socket.gethostname()}-{os.getpid()}"
     telemetry = Telemetry()
     if args.kube_api_qps > 0:
@@ -239,13 +242,13 @@ async def _run(args: argparse.Namespace) -> int:
     elector = None
     keeper = None
     if args.shards > 1:
-        keeper = _shard_keeper(args, api_client, telemetry, identity, loops)
+        keeper = _shard_keeper(args, lease_client, telemetry, identity, loops)
         loops.owns = keeper.owns
         ready.set()
         await keeper.step()
     elif args.leader_election:
         elector = LeaseElector(
-            api_client,
+            lease_client,
             telemetry,
             namespace=args.lease_namespace,
             name=args.lease_name,
