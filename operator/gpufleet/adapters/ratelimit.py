@@ -1,7 +1,7 @@
 """A client-side rate limit on Kubernetes API requests, as client-go's QPS and burst.
 
 A token bucket: `burst` requests may go at once, then `qps` per second. It wraps the
-kubernetes client's `ApiClient.request`, the one method every API call goes through, so
+kubernetes client's `ApiClient.call_api`, the one method every API call goes through, so
 every read and write of the reconcilers and the shard keeper counts (Kopf's watches use
 their own connection and are not limited). A request that finds the bucket empty waits;
 the time waited is counted in `gpufleet_api_throttled_seconds_total`.
@@ -50,12 +50,12 @@ class TokenBucket:
 
 def limit(api_client: Any, bucket: TokenBucket, on_wait: Callable[[float], None]) -> None:
     """Make every request of `api_client` take a token from `bucket` first."""
-    request = api_client.request
+    call_api = api_client.call_api
 
     def limited(*args: Any, **kwargs: Any) -> Any:
         waited = bucket.take()
         if waited > 0:
             on_wait(waited)
-        return request(*args, **kwargs)
+        return call_api(*args, **kwargs)
 
-    api_client.request = limited
+    api_client.call_api = limited

@@ -203,12 +203,16 @@ class ShardLeases:
     def _replace(self, lease: Lease) -> bool:
         try:
             # The resourceVersion read with the Lease makes this a compare-and-swap.
-            self.api.replace_namespaced_lease(lease.metadata.name, self.namespace, lease)
+            written: Lease = self.api.replace_namespaced_lease(
+                lease.metadata.name, self.namespace, lease
+            )
         except ApiException as error:
             if error.status == 409:
                 return False
             raise
         self.telemetry.api_writes.labels("update", "leases").inc()
+        # The next write of this round (a renewed shard released) swaps on the new version.
+        lease.metadata.resource_version = written.metadata.resource_version
         return True
 
 

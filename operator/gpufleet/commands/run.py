@@ -244,8 +244,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.shards > 1:
         keeper = _shard_keeper(args, lease_client, telemetry, identity, loops)
         loops.owns = keeper.owns
-        ready.set()
-        await keeper.step()
+        ready.set()  # a replica without shards yet is healthy: it is doing its job
     elif args.leader_election:
         elector = LeaseElector(
             lease_client,

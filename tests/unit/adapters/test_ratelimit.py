@@ -48,14 +48,14 @@ def test_limit_wraps_every_request_and_reports_the_wait() -> None:
     class Api:
         calls = 0
 
-        def request(self, *args: Any, **kwargs: Any) -> str:
+        def call_api(self, *args: Any, **kwargs: Any) -> str:
             Api.calls += 1
             return "ok"
 
     api = Api()
     waits: list[float] = []
     limit(api, TokenBucket(qps=1, burst=1, clock=clock.time, sleep=clock.sleep), waits.append)
-    assert [api.request("GET", "/api") for _ in range(3)] == ["ok", "ok", "ok"]
+    assert [api.call_api("GET", "/api") for _ in range(3)] == ["ok", "ok", "ok"]
     assert Api.calls == 3
     assert waits == [pytest.approx(1.0), pytest.approx(1.0)]
 
@@ -64,3 +64,22 @@ def test_limit_wraps_every_request_and_reports_the_wait() -> None:
 def test_nonsense_limits_are_refused(qps: float, burst: int) -> None:
     with pytest.raises(ValueError, match="qps must be above 0"):
         TokenBucket(qps, burst)
+
+
+def test_the_kubernetes_client_goes_through_the_limit() -> None:
+    """The real ApiClient: a typed API call is counted by the bucket (a refused connection
+    to a closed loopback port answers it)."""
+    from kubernetes import client
+
+    configuration = client.Configuration()
+    configuration.host = "http://127.0.0.1:9"  # discard port: nothing listens
+    configuration.retries = False
+    api_client = client.ApiClient(configuration)
+    clock = Clock()
+    bucket = TokenBucket(qps=1, burst=1, clock=clock.time, sleep=clock.sleep)
+    waits: list[float] = []
+    limit(api_client, bucket, waits.append)
+    for _ in range(2):
+        with pytest.raises(Exception):  # noqa: B017 (connection refused, any client error)
+            client.CoreV1Api(api_client).list_namespace(_request_timeout=1)
+    assert waits == [pytest.approx(1.0)], "the second call waited for its token"
