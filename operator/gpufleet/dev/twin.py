@@ -49,7 +49,6 @@ import random
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -58,40 +57,18 @@ from gpufleet.dev.loadstory import Arrival, LoadSource, PoissonLoad
 from gpufleet.dev.twindrain import DrainBook, DrainOutcome
 from gpufleet.dev.twinhttp import handler, target_groups, write_atomically
 from gpufleet.dev.twinledger import ClassWindow, Ledger
-from gpufleet.dev.twinmetrics import PodMetrics, render_gateway, render_pod
-from gpufleet.dev.twinworld import DEFAULT_KV_TOKENS, PodInfo, PoolView, World, read_world
-from gpufleet.sim.replica import EngineParams, Replica
+from gpufleet.dev.twinmetrics import render_gateway, render_pod
+from gpufleet.dev.twinworld import (
+    DEFAULT_KV_TOKENS,
+    PoolView,
+    RouteChange,
+    TwinReplica,
+    World,
+    read_world,
+)
+from gpufleet.sim.replica import Replica
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TwinReplica:
-    """One pod played by the twin."""
-
-    info: PodInfo
-    engine: Replica
-    params: EngineParams
-    kv_tokens: float
-    context_tokens: float  # a running sequence's mean context, for the KV estimate
-    model_name: str
-    metrics: PodMetrics = field(default_factory=PodMetrics)
-    serving: bool = True
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return self.info.namespace, self.info.pool
-
-
-@dataclass(frozen=True)
-class RouteChange:
-    """The twin started routing by new weights: what was serving at that moment."""
-
-    time: float
-    namespace: str
-    pool: str
-    weights: Mapping[str, Mapping[str, int]]
-    serving: Mapping[str, int]  # tier -> serving replicas
 
 
 # -- the twin -------------------------------------------------------------------------------

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
 from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.manifests import route_weights
+from gpufleet.dev.twinmetrics import PodMetrics
 from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
-from gpufleet.sim.replica import EngineParams, engine_params
+from gpufleet.sim.replica import EngineParams, Replica, engine_params
 
 log = logging.getLogger(__name__)
 
@@ -148,3 +149,32 @@ def read_world(api: Any) -> World:
         if key in pools:
             routes[key] = route_weights(route, key[1])
     return World(nodes, pools, tuple(pods), routes)
+
+
+@dataclass
+class TwinReplica:
+    """One pod played by the twin."""
+
+    info: PodInfo
+    engine: Replica
+    params: EngineParams
+    kv_tokens: float
+    context_tokens: float  # a running sequence's mean context, for the KV estimate
+    model_name: str
+    metrics: PodMetrics = field(default_factory=PodMetrics)
+    serving: bool = True
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.info.namespace, self.info.pool
+
+
+@dataclass(frozen=True)
+class RouteChange:
+    """The twin started routing by new weights: what was serving at that moment."""
+
+    time: float
+    namespace: str
+    pool: str
+    weights: Mapping[str, Mapping[str, int]]
+    serving: Mapping[str, int]  # tier -> serving replicas
