@@ -21,7 +21,7 @@ from gpufleet.telemetry import Telemetry
 log = logging.getLogger(__name__)
 
 
-def _parse_time(value: Any) -> datetime | None:
+def parse_time(value: Any) -> datetime | None:
     if value is None:
         return None
     if isinstance(value, datetime):
@@ -65,7 +65,7 @@ class LeaseElector:
             return self._create(now)
         spec = lease.spec or client.V1LeaseSpec()
         self.holder = spec.holder_identity
-        renewed = _parse_time(spec.renew_time) or _parse_time(spec.acquire_time)
+        renewed = parse_time(spec.renew_time) or parse_time(spec.acquire_time)
         duration = timedelta(seconds=spec.lease_duration_seconds or self.lease_seconds)
         expired = renewed is None or renewed + duration < now
         if spec.holder_identity != self.identity and not expired:

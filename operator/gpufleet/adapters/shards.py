@@ -24,6 +24,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from gpufleet.adapters.lease import parse_time
 from gpufleet.api.constants import GROUP, PLURAL, VERSION
 from gpufleet.sharding import fair_share, shard_of
 from gpufleet.telemetry import Telemetry
@@ -38,14 +39,6 @@ ANNOTATION_IDENTITY = f"{GROUP}/identity"
 Lease = Any
 # A member Lease expired this many durations ago is deleted by whoever sees it.
 PRUNE_AFTER_DURATIONS = 20
-
-
-def _time(value: Any) -> datetime | None:
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value if value.tzinfo else value.replace(tzinfo=UTC)
-    return datetime.fromisoformat(str(value).replace("Z", "+00:00"))
 
 
 def _slug(identity: str) -> str:
@@ -91,7 +84,7 @@ class ShardLeases:
         spec = lease.spec or client.V1LeaseSpec()
         if not spec.holder_identity:
             return True
-        renewed = _time(spec.renew_time) or _time(spec.acquire_time)
+        renewed = parse_time(spec.renew_time) or parse_time(spec.acquire_time)
         duration = timedelta(seconds=spec.lease_duration_seconds or self.lease_seconds)
         return renewed is None or renewed + duration < now
 
@@ -147,7 +140,7 @@ class ShardLeases:
         for name, lease in leases.items():
             if not name.startswith(f"{self.group}-member-") or name == self.member_name:
                 continue
-            renewed = _time(lease.spec.renew_time) or _time(lease.spec.acquire_time)
+            renewed = parse_time(lease.spec.renew_time) or parse_time(lease.spec.acquire_time)
             if renewed is not None and renewed + stale > now:
                 continue
             try:
