@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -55,11 +56,16 @@ class Loops:
     retry_seconds: float = RETRY_SECONDS
     # Whether this process reconciles the pool (sharded replicas: its shard is held here).
     owns: Callable[[str, str], bool] = lambda namespace, name: True
+    # The shard a pool is in, for the queue depth by shard (0 when not sharded).
+    shard_of: Callable[[str, str], int] = lambda namespace, name: 0
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
     _generations: dict[Key, int] = field(default_factory=dict)
     _failures: dict[Key, int] = field(default_factory=dict)
     _retiring: set[Key] = field(default_factory=set)
+    # Pools whose spec changed and no pass has read yet: the generation and when it was seen.
+    _changed: dict[Key, tuple[int, float]] = field(default_factory=dict)
+    _due: dict[int, int] = field(default_factory=dict)  # passes due or running, by shard
 
     def ensure(self, namespace: str, name: str) -> None:
         """Start the pool's loop unless it runs or the pool is not this process's to
@@ -117,6 +123,7 @@ class Loops:
         a new spec is worth a try at once, even during a backoff."""
         key = (namespace, name)
         if self._generations.get(key, generation) != generation:
+            self._changed.setdefault(key, (generation, time.monotonic()))
             self._wake(namespace, name)
         self._generations[key] = generation
 
@@ -143,15 +150,38 @@ class Loops:
                 del self._wakeups[key]
                 self._generations.pop(key, None)
                 self._failures.pop(key, None)
+                self._changed.pop(key, None)
             if self._tasks.get(key) is asyncio.current_task():
                 del self._tasks[key]
             self.reconciler.telemetry.forget_pool(namespace, name)
 
     async def _pass(self, namespace: str, name: str) -> float | None:
         """One pass; the seconds until the next one, or None when the pool is gone."""
+        shard = self.shard_of(namespace, name)
+        self._count_due(shard, 1)
+        try:
+            return await self._reconcile(namespace, name)
+        finally:
+            self._count_due(shard, -1)
+
+    def _count_due(self, shard: int, step: int) -> None:
+        due = self._due[shard] = self._due.get(shard, 0) + step
+        self.reconciler.telemetry.queue_depth.labels(str(shard)).set(due)
+
+    def _read(self, key: Key, body: dict[str, object] | None) -> None:
+        """A pass read the pool: time the spec change it is the first to see."""
+        changed = self._changed.get(key)
+        metadata = body.get("metadata") if body is not None else None
+        generation = metadata.get("generation") if isinstance(metadata, dict) else None
+        if changed is not None and isinstance(generation, int) and generation >= changed[0]:
+            del self._changed[key]
+            self.reconciler.telemetry.spec_to_reconcile.observe(time.monotonic() - changed[1])
+
+    async def _reconcile(self, namespace: str, name: str) -> float | None:
         key = (namespace, name)
         try:
             body = await asyncio.to_thread(self.reconciler.kube.get_pool, namespace, name)
+            self._read(key, body)
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
             result = await asyncio.to_thread(self.reconciler.reconcile, body)
@@ -175,6 +205,17 @@ class Loops:
             return delay
         self._failures.pop(key, None)
         return interval_of(body)
+
+
+async def measure_lag(observe: Callable[[float], None], period: float = 0.25) -> None:
+    """Until cancelled: sleep `period` over and over and observe how late each wake-up
+    came. The watch streams, the loops and their status writes all run on this event loop,
+    so its lag is how long any of them waits behind work that holds the loop."""
+    loop = asyncio.get_running_loop()
+    while True:
+        due = loop.time() + period
+        await asyncio.sleep(period)
+        observe(max(0.0, loop.time() - due))
 
 
 def interval_of(body: dict[str, object]) -> float:

@@ -60,6 +60,35 @@ class Telemetry:
             "Seconds API requests waited for the client-side rate limit (--kube-api-qps).",
             registry=self.registry,
         )
+        self.api_requests = Counter(
+            "gpufleet_api_requests_total",
+            "Requests this process made to the Kubernetes API through its clients (reads, "
+            "writes, Leases; not Kopf's watches), by HTTP verb and status code (0: no answer).",
+            ["verb", "code"],
+            registry=self.registry,
+        )
+        self.loop_lag = Histogram(
+            "gpufleet_event_loop_lag_seconds",
+            "How late the event loop ran a timer that was due (the watch streams, the pools' "
+            "loops and status writes all wait on this loop): planning in threads must not "
+            "hold it up.",
+            buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=self.registry,
+        )
+        self.spec_to_reconcile = Histogram(
+            "gpufleet_spec_change_to_reconcile_seconds",
+            "From a pool's spec change seen on the watch to the start of the first pass "
+            "that reads it.",
+            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge(
+            "gpufleet_reconcile_queue_depth",
+            "Passes due now, waiting for a worker thread or running, by shard (0 when the "
+            "operator is not sharded).",
+            ["shard"],
+            registry=self.registry,
+        )
         self.api_errors = Counter(
             "gpufleet_api_errors_total",
             "Kubernetes API calls that failed, by verb, resource and HTTP status.",

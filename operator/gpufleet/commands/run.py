@@ -193,11 +193,12 @@ async def _run(args: argparse.Namespace) -> int:
     from kubernetes import client, config
     from prometheus_client import start_http_server
 
+    from gpufleet.adapters.instrument import count_requests
     from gpufleet.adapters.kube import KubeAdapter
     from gpufleet.adapters.lease import LeaseElector
     from gpufleet.planning.planner import plan
     from gpufleet.reconcile import Reconciler
-    from gpufleet.runtime import Loops
+    from gpufleet.runtime import Loops, measure_lag
     from gpufleet.telemetry import Telemetry
 
     log = logging.getLogger("gpufleet")
@@ -211,6 +212,8 @@ async def _run(args: argparse.Namespace) -> int:
     lease_client = client.ApiClient()
     identity = f"{socket.gethostname()}-{os.getpid()}"
     telemetry = Telemetry()
+    for each in (api_client, lease_client):
+        count_requests(each, lambda verb, code: telemetry.api_requests.labels(verb, code).inc())
     if args.kube_api_qps > 0:
         from gpufleet.adapters.ratelimit import TokenBucket, limit
 
@@ -244,6 +247,9 @@ async def _run(args: argparse.Namespace) -> int:
     if args.shards > 1:
         keeper = _shard_keeper(args, lease_client, telemetry, identity, loops)
         loops.owns = keeper.owns
+        from gpufleet.sharding import shard_of
+
+        loops.shard_of = lambda namespace, name: shard_of(namespace, name, args.shards)
         ready.set()  # a replica without shards yet is healthy: it is doing its job
     elif args.leader_election:
         elector = LeaseElector(
@@ -271,6 +277,7 @@ async def _run(args: argparse.Namespace) -> int:
             stop_flag=stop,
         )
     )
+    lag = asyncio.create_task(measure_lag(telemetry.loop_lag.observe))
     tasks: set[asyncio.Task[Any]] = {operator}
     if elector is not None:
         tasks.add(asyncio.create_task(elector.hold()))
@@ -284,7 +291,7 @@ async def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(operator, timeout=10)
         code = 1
-    for task in tasks:
+    for task in (*tasks, lag):
         task.cancel()
     if keeper is not None:  # hand the shards over now rather than when they expire
         with contextlib.suppress(Exception):

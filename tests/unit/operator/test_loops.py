@@ -99,3 +99,62 @@ def test_retired_pools_finish_their_pass_in_flight_and_stop_and_others_go_on() -
         await loops.stop_all()
 
     asyncio.run(scenario())
+
+
+def test_a_spec_change_is_timed_until_the_pass_that_reads_it_and_passes_count_by_shard() -> None:
+    class Versioned(SlowPasses):
+        generation = 1
+
+        def get_pool(self, namespace: str, name: str) -> dict[str, Any]:
+            body = super().get_pool(namespace, name)
+            body["metadata"]["generation"] = self.generation
+            return body
+
+    def depth(telemetry: Telemetry, shard: str) -> float | None:
+        return telemetry.registry.get_sample_value(
+            "gpufleet_reconcile_queue_depth", {"shard": shard}
+        )
+
+    async def scenario() -> None:
+        passes = Versioned()
+        telemetry = passes.telemetry
+        loops = Loops(cast(Any, passes), debounce_seconds=0)
+        loops.shard_of = lambda namespace, name: 3
+        loops.spec_changed("ns", "p", 1)
+        loops.ensure("ns", "p")
+        await asyncio.sleep(0.05)
+        assert depth(telemetry, "3") == 1  # running in its thread
+        await asyncio.sleep(0.25)
+        assert depth(telemetry, "3") == 0
+        count = "gpufleet_spec_change_to_reconcile_seconds_count"
+        assert telemetry.registry.get_sample_value(count) == 0  # the first sight is no change
+        passes.generation = 2
+        loops.spec_changed("ns", "p", 2)
+        loops.spec_changed("ns", "p", 2)  # the same change seen twice is timed once
+        await asyncio.sleep(0.3)
+        assert telemetry.registry.get_sample_value(count) == 1
+        total = telemetry.registry.get_sample_value("gpufleet_spec_change_to_reconcile_seconds_sum")
+        assert total is not None and 0 < total < 0.2  # woken at once, timed at the read
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_the_event_loop_lag_shows_a_blocking_call() -> None:
+    from gpufleet.runtime import measure_lag
+
+    async def scenario() -> list[float]:
+        lags: list[float] = []
+        task = asyncio.create_task(measure_lag(lags.append, period=0.02))
+        await asyncio.sleep(0.1)
+        import time
+
+        time.sleep(0.3)  # noqa: ASYNC251  (holds the loop, as planning on its thread would)
+        await asyncio.sleep(0.1)
+        task.cancel()
+        return lags
+
+    lags = asyncio.run(scenario())
+    assert len(lags) >= 5
+    assert max(lags) >= 0.25  # the held timer came late by about the block
+    assert sorted(lags)[len(lags) // 2] < 0.05  # the others on time
