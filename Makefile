@@ -97,8 +97,8 @@ bench-model: install ## GPU performance model vs all 130 io.net runs, cross-vali
 	$(PY) tools/bench_model.py
 
 .PHONY: bench-operator
-bench-operator: tools ## Operator: 200 pools on the local control plane; writes BENCHMARKS.md
-	$(PY) tools/bench_operator.py --pools 200
+bench-operator: tools ## Operator: 1,000 pools on one process, 2,000 on 4 sharded replicas, one killed (~30 min)
+	$(PY) tools/bench_operator.py --pools 1000 --sharded-pools 2000 --replicas 4 --shards 8
 
 .PHONY: bench
 bench: bench-planner bench-model bench-sim bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)

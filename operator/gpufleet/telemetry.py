@@ -79,7 +79,7 @@ class Telemetry:
             "gpufleet_spec_change_to_reconcile_seconds",
             "From a pool's spec change seen on the watch to the start of the first pass "
             "that reads it.",
-            buckets=(0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120),
+            buckets=(0.1, 0.25, 0.5, 0.6, 0.75, 1, 1.5, 2, 3, 5, 10, 30, 60, 120),
             registry=self.registry,
         )
         self.queue_depth = Gauge(

@@ -4,7 +4,10 @@ Each replica is a real `gpufleet run --shards 4` process; the shards are real Le
 pool's `status.observedBy` names the replica that wrote its status last: sampled all
 along, it shows which replica reconciled each pool, and that no pool went back and forth
 (a replica started first holds every shard until the next one's member Lease shows up,
-then hands half over: one move per pool, never back).
+then hands half over: one move per pool, never back). A watch on the pools records every
+status write besides, with its writer and time: no pool is ever written by a replica it
+has moved away from, and after a kill no survivor writes a pool within an interval of the
+dead replica's last write (the Lease must expire first).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from typing import Any
 
 import pytest
 from kubernetes import client
+from tools.operator_probes import StatusWrites
 
 from gpufleet.api.constants import GROUP, PLURAL, VERSION
 from gpufleet.sharding import shard_of
@@ -117,7 +121,7 @@ def test_two_replicas_split_the_shards_and_one_takes_over_when_the_other_dies(
     a = replica(plane, namespace, tmp_path / "a.log")
     b = replica(plane, namespace, tmp_path / "b.log")
     try:
-        with Observer(kube_api, namespace) as observer:
+        with Observer(kube_api, namespace) as observer, StatusWrites(kube_api, namespace) as writes:
             wait_for("2 shards each", lambda: held(a) == 2 and held(b) == 2, 60)
             wait_for(
                 "every pool reconciled by its shard's holder",
@@ -150,6 +154,10 @@ def test_two_replicas_split_the_shards_and_one_takes_over_when_the_other_dies(
             assert moved > 0
             print(f"\nb held every shard {took:.1f} s after a was killed; {moved} pools moved")
             assert took <= LEASE_SECONDS + 2 * RENEW_SECONDS + 5
+            time.sleep(5)  # an interval more: the watch has seen the last writes
+            assert writes.returns() == 0, writes.writers()
+            assert writes.close_handovers(5, since=killed) == 0
+            assert any(by.endswith(identity(a)) for seq in writes.writers().values() for by in seq)
     finally:
         a.stop()
         b.stop()
@@ -161,7 +169,7 @@ def test_a_replica_that_joins_gets_its_share_and_no_pool_has_two_writers(
     a = replica(plane, namespace, tmp_path / "a.log")
     b = c = None
     try:
-        with Observer(kube_api, namespace) as observer:
+        with Observer(kube_api, namespace) as observer, StatusWrites(kube_api, namespace) as writes:
             wait_for("a to hold every shard", lambda: held(a) == SHARDS, 60)
             wait_for(
                 "every pool reconciled by a",
@@ -187,6 +195,9 @@ def test_a_replica_that_joins_gets_its_share_and_no_pool_has_two_writers(
             # A pool moves from a to its new holder once and never back.
             for name, seen in observer.history.items():
                 assert len(seen) == len(set(seen)) <= 2, (name, seen)
+            time.sleep(5)
+            assert writes.returns() == 0, writes.writers()  # every write, not samples
+            assert len(writes.writers()) == len(POOLS)
             print(f"\nRebalanced to 2/1/1 shards {took:.1f} s after two replicas joined")
     finally:
         for process in (a, b, c):
