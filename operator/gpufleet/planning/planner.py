@@ -31,7 +31,7 @@ from datetime import datetime
 
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast, hedging
+from gpufleet.planning import explain, forecast, hedging, needs
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -106,9 +106,9 @@ def derive_fleet(inputs: Inputs) -> Fleet:
 def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     bounds, capacities = fleet.bounds, fleet.capacities
     names = inputs.names
-    demand = {c.name: _demand_tokens(inputs, c.name) for c in inputs.classes}
+    demand = {c.name: needs.demand_tokens(inputs, c.name) for c in inputs.classes}
     rates = {c.name: demand[c.name] / c.tokens_per_request for c in inputs.classes}
-    forecasts = _forecasts(inputs, fleet, demand)
+    forecasts = needs.forecasts(inputs, capacities, fleet.leads, demand)
     # Requests/s bought per class: the expected demand with headroom, or its planned
     # quantile when the demand's volatility asks for more (the burst reserve), plus what
     # drains the queues within a lead time (bought now, never held by the delay).
@@ -120,7 +120,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         c.name: max(expected[c.name], forecasts[c.name].planned / c.tokens_per_request)
         for c in inputs.classes
     }
-    drain = _drain_rates(inputs, fleet)
+    drain = needs.drain_rates(inputs, capacities, fleet.leads)
     bought = {c: held[c] + drain[c] for c in held}
     options = [
         TierOption(t.name, inputs.prices[t.name], bounds.lower[t.name], bounds.upper[t.name])
@@ -128,10 +128,10 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     ]
 
     def recommend(rps: Mapping[str, float]) -> tuple[Solution, dict[str, int], dict[str, int]]:
-        needs = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
-        solution = optimize(options, needs, inputs.budget)
+        wants = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
+        solution = optimize(options, wants, inputs.budget)
         wanted = keep_serving(inputs, capacities, bounds, solution.replicas, demand)
-        return solution, wanted, asks(inputs, bounds, wanted, options, needs)
+        return solution, wanted, asks(inputs, bounds, wanted, options, wants)
 
     solution, wanted, asked = recommend(bought)
     steady = recommend(held)[2] if any(drain.values()) else asked
@@ -232,28 +232,6 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
 # -- steps -----------------------------------------------------------------------------------
 
 
-def _demand_tokens(inputs: Inputs, cls: str) -> float:
-    """The class's arrivals in tokens/s. Measured by its demandQuery, that is what it says;
-    inferred from what its tiers served, it is that plus what its queues grew by since the
-    last pass (a saturated tier serves its capacity, not its demand)."""
-    measured = inputs.observation.demand.get(cls)
-    if measured is None:  # not measurable this pass: plan for what was planned last time
-        return inputs.previous_demand(cls)
-    queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
-    growth = 0.0 if queried else _queue_growth(inputs, cls)
-    return max(measured.tokens_per_second, 0.0) + growth
-
-
-def _queue_growth(inputs: Inputs, cls: str) -> float:
-    before = next((c for c in inputs.previous.classes if c.name == cls), None)
-    decided = inputs.previous.last_decision
-    if before is None or decided is None or decided.time >= inputs.now:
-        return 0.0
-    seconds = (inputs.now - decided.time).total_seconds()
-    grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
-    return max(grown, 0.0) / max(seconds, float(inputs.spec.scaling.interval_seconds))
-
-
 def _hold_for_delay(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, ScaleDecision]:
     decisions = {}
     for tier in inputs.tiers:
@@ -267,49 +245,6 @@ def _hold_for_delay(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, Scale
             delay_seconds=inputs.spec.scaling.scale_down_delay_seconds,
         )
     return decisions
-
-
-def _forecasts(
-    inputs: Inputs, fleet: Fleet, demand: Mapping[str, float]
-) -> dict[str, forecast.ClassForecast]:
-    """Each class's forecast over the lead time of the tiers that may serve it plus one
-    interval (the slowest of them: the class may have to be served there)."""
-    interval = float(inputs.spec.scaling.interval_seconds)
-    result = {}
-    for cls in inputs.classes:
-        tiers = fleet.capacities[cls.name].eligible or tuple(inputs.names)
-        lead = max((fleet.leads[t].seconds for t in tiers), default=0.0)
-        before = next((c.forecast for c in inputs.previous.classes if c.name == cls.name), None)
-        result[cls.name] = forecast.update(
-            before,
-            demand[cls.name],
-            now=inputs.now,
-            interval_seconds=interval,
-            horizon_seconds=lead + interval,
-            percentile=inputs.spec.scaling.forecast_percentile,
-        )
-    return result
-
-
-def _drain_rates(inputs: Inputs, fleet: Fleet) -> dict[str, float]:
-    """Requests/s per class that drain its queue within the lead time of the tiers that
-    serve it plus its objective: the capacity a backlog asks for, once. The queue drained
-    is the one new replicas will find: today's, grown for a lead time at its last pace."""
-    rates = {}
-    interval = float(inputs.spec.scaling.interval_seconds)
-    for cls in inputs.classes:
-        tokens = inputs.observation.class_backlog_tokens.get(cls.name, 0.0)
-        if tokens <= 0:
-            rates[cls.name] = 0.0
-            continue
-        tiers = [t for t, w in inputs.previous_weights(cls.name).items() if w > 0]
-        lead = min((fleet.leads[t].seconds for t in tiers if t in fleet.leads), default=0.0)
-        found = tokens + _queue_growth(inputs, cls.name) * lead
-        # No faster than one interval: nothing re-decides sooner, and a drain planned over
-        # a lead time of seconds would buy a fleet for one queue.
-        seconds = max(lead, interval) + fleet.capacities[cls.name].objective_seconds
-        rates[cls.name] = found / cls.tokens_per_request / seconds
-    return rates
 
 
 def _window(inputs: Inputs, tier: str) -> tuple[tuple[datetime, int], ...]:
