@@ -13,9 +13,12 @@ status) carries. One pass, each step a function of the values before it:
 4. Metrics missing, stale or unreachable: keep the previous decision (same replicas and
    weights; a new pool gets minReplicas and initial weights). Otherwise the optimizer buys
    the cheapest replicas serving every class's demand with headroom, or the
-   priority-ordered best it can (`optimizer`); a preemptible tier adds the replicas it is
-   expected to lose within a lead time (`hedging`), and the replica steps shape what each
-   Deployment asks for (`replicas`, `stabilization`).
+   priority-ordered best it can (`optimizer`), or its last answer is kept without solving
+   where nothing else it reads changed and each class's demand moved under a tolerance
+   since the answer was solved for, if it still holds the demand (`reuse`, the status
+   carries the answer); a preemptible tier adds the replicas it is expected to lose
+   within a lead time (`hedging`), and the replica steps shape what each Deployment asks
+   for (`replicas`, `stabilization`).
 5. Weights: what the optimizer serves, overflow kept off higher-priority tiers, moved only
    onto Ready replicas, as integers (`routing`).
 6. Cost, $/Mtok, energy, predicted P99 per class (`predict`) and the reason and message
@@ -29,9 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpufleet.api.status import InferencePoolStatus
+from gpufleet.api.status import InferencePoolStatus, Sizing
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast, hedging, needs
+from gpufleet.planning import explain, forecast, hedging, needs, reuse
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -127,13 +130,20 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         for t in inputs.tiers
     ]
 
-    def recommend(rps: Mapping[str, float]) -> tuple[Solution, dict[str, int], dict[str, int]]:
+    def recommend(
+        rps: Mapping[str, float], solution: Solution | None = None
+    ) -> tuple[Solution, dict[str, int], dict[str, int]]:
         wants = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
-        solution = optimize(options, wants, inputs.budget)
+        solution = solution or optimize(options, wants, inputs.budget)
         wanted = keep_serving(inputs, capacities, bounds, solution.replicas, demand)
         return solution, wanted, asks(inputs, bounds, wanted, options, wants)
 
-    solution, wanted, asked = recommend(bought)
+    # The last answer where demand moved under reuse.TOLERANCE since it was solved for and
+    # it still holds this demand (the status carries it); the optimizer's otherwise.
+    wants = [capacities[c.name].need(bought[c.name]) for c in inputs.classes]
+    previous = inputs.previous.sizing
+    kept, sizing, reused = reuse.solve(options, wants, inputs.budget, previous, inputs.now)
+    solution, wanted, asked = recommend(bought, kept)
     steady = recommend(held)[2] if any(drain.values()) else asked
     reserve = _reserve(steady, recommend(expected)[2] if held != expected else steady)
     # Preemptible tiers run the replicas they are expected to lose within a lead time on
@@ -191,6 +201,8 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
         margin={n: min(margin[n], target[n]) for n in names},
+        sizing=sizing,
+        reused=reused,
     )
 
 
@@ -226,7 +238,10 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
         serving = {t: w for t, w in still.items() if inputs.seen(t).ready_replicas > 0}
         weights[cls.name] = weights_for(inputs, capacity, serving or still, target)
     demand = {c.name: inputs.previous_demand(c.name) for c in inputs.classes}
-    return _finish(inputs, fleet, target=target, weights=weights, demand=demand, held=True)
+    sizing = inputs.previous.sizing  # nothing solved: what the kept plan was sized for
+    return _finish(
+        inputs, fleet, target=target, weights=weights, demand=demand, held=True, sizing=sizing
+    )
 
 
 # -- steps -----------------------------------------------------------------------------------
@@ -292,6 +307,8 @@ def _finish(
     reserve: Mapping[str, int] | None = None,
     drained: Mapping[str, int] | None = None,
     margin: Mapping[str, int] | None = None,
+    sizing: Sizing | None = None,
+    reused: bool = False,
 ) -> Plan:
     decisions = decisions or {}
     forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
@@ -358,6 +375,7 @@ def _finish(
         waiting=list(waiting or []),
         initial=initial,
         held=held,
+        kept_since=sizing.time if reused and sizing else None,
     )
     return Plan(
         tiers=tiers,
@@ -371,6 +389,7 @@ def _finish(
         awaiting_metrics=initial or held,
         reserve_cost_per_hour=sum(inputs.prices[n] * reserve.get(n, 0) for n in inputs.names),
         margin_cost_per_hour=sum(inputs.prices[n] * margin.get(n, 0) for n in inputs.names),
+        sizing=sizing,
     )
 
 
