@@ -31,6 +31,8 @@ import hashlib
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+import numpy as np
+
 from gpufleet.api.status import SizedClass, SizedTier, Sizing, TierShare
 from gpufleet.planning.optimizer import ClassNeed, Solution, TierOption, optimize
 
@@ -67,23 +69,31 @@ def solve(
 def inputs_digest(
     options: Sequence[TierOption], needs: Sequence[ClassNeed], budget: float | None
 ) -> str:
-    """Every input of the program but the classes' rates, exact (repr of a float is exact)."""
-    parts = (
-        tuple((o.name, o.price_per_replica_hour, o.min_replicas, o.max_replicas) for o in options),
-        tuple(
+    """Every input of the program but the classes' rates, exact: names and their order as
+    text, numbers as the bytes of their float64 values (as `optimizer._need_key` keys them;
+    a repr of each float is exact too, but costs a tenth of a kept pass)."""
+    names: list[object] = [budget is None]
+    numbers: list[float] = [budget or 0.0]
+    for o in options:
+        names.append((o.name, o.min_replicas, o.max_replicas))
+        numbers.append(o.price_per_replica_hour)
+    for n in needs:
+        shared = n.shared_utilization
+        names.append(
             (
                 n.name,
                 n.priority,
-                n.tokens_per_request,
-                tuple(n.service_seconds.items()),
-                tuple(n.max_utilization.items()),
-                tuple((t, tuple(o.items())) for t, o in n.shared_utilization.items()),
+                tuple(n.service_seconds),
+                tuple(n.max_utilization),
+                tuple((t, tuple(o)) for t, o in shared.items()),
             )
-            for n in needs
-        ),
-        budget,
-    )
-    return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+        )
+        numbers += [n.tokens_per_request, *n.service_seconds.values()]
+        numbers += [*n.max_utilization.values()]
+        numbers += [rho for o in shared.values() for rho in o.values()]
+    digest = hashlib.sha256(repr(names).encode())
+    digest.update(np.array(numbers, dtype=np.float64).tobytes())
+    return digest.hexdigest()[:32]
 
 
 def sizing(now: datetime, digest: str, needs: Sequence[ClassNeed], solution: Solution) -> Sizing:
