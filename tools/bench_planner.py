@@ -5,9 +5,12 @@
 Prints the median and 90th percentile of one `plan()` call with the planner's solver
 caches off and on, side by side, for three streams of passes (worlds drawn from five
 demand levels, a demand never seen before, ten unchanged worlds in turn), the share of a
-pass spent in the optimizer and in the routing LP, how soon a pool with steady demand is
-planned from the cache, and the wall time to plan N pools one after another (what one
-operator replica does per interval for N pools), a first interval and an unchanged one.
+pass spent in the optimizer and in the routing LP; then a pool whose demand drifts a few
+percent a pass, its status carried, with the reuse of the optimizer's last answer off and
+on (`planning/reuse.py`) and the share of passes that skipped the optimizer; how soon a
+pool with steady demand is planned from the cache, and the wall time to plan N pools one
+after another (what one operator replica does per interval for N pools), a first
+interval and an unchanged one.
 A benchmark, not a test: nothing here asserts a time.
 """
 
@@ -39,7 +42,7 @@ from gpufleet.api.status import (  # noqa: E402
     TierWeight,
 )
 from gpufleet.api.types import InferencePoolSpec  # noqa: E402
-from gpufleet.planning import memo, optimizer, planner  # noqa: E402
+from gpufleet.planning import memo, optimizer, planner, reuse  # noqa: E402
 from gpufleet.planning.forecast import to_status  # noqa: E402
 from gpufleet.planning.records import (  # noqa: E402
     ClassDemand,
@@ -129,13 +132,18 @@ def world(rng: random.Random, *, jitter: bool = False) -> tuple[Observation, Inf
 World = tuple[Observation, InferencePoolStatus]
 
 
-def _shares(pool_spec: InferencePoolSpec, worlds: list[World]) -> tuple[float, float]:
-    """Shares of plan time in the optimizer's MILP and in the routing LP (cProfile)."""
+def _shares(
+    pool_spec: InferencePoolSpec, worlds: list[World], *, clear: bool = False
+) -> tuple[float, float]:
+    """Shares of plan time in the optimizer's MILP and in the routing LP (cProfile); with
+    `clear`, the caches emptied before each pass (outside the profile)."""
     profile = cProfile.Profile()
-    profile.enable()
     for observation, previous in worlds:
+        if clear:
+            memo.clear_all()
+        profile.enable()
         planner.plan(pool_spec, observation, previous)
-    profile.disable()
+        profile.disable()
     stats = pstats.Stats(profile)
     raw: dict[Any, Any] = stats.stats  # type: ignore[attr-defined]
 
@@ -217,6 +225,7 @@ def _carried(plan: Plan, observation: Observation) -> InferencePoolStatus:
             for c in plan.classes.values()
         ],
         last_decision=Decision(time=observation.now, reason=plan.reason, message=plan.message),
+        sizing=plan.sizing,
     )
 
 
@@ -245,6 +254,92 @@ def _steady(pool_spec: InferencePoolSpec, rng: random.Random, passes: int) -> tu
         )
     after = samples[settled:] or samples[-1:]
     return settled, statistics.median(after) * 1e3
+
+
+BASE_DEMAND = {"realtime": 2000.0, "chat": 5000.0, "standard": 10000.0, "batch": 20000.0}
+
+
+def drifting(rng: random.Random, passes: int) -> list[dict[str, float]]:
+    """Per-class demand, tokens/s, pass after pass: each class moved by up to 2% either way
+    each pass, and in one pass out of 20 one class steps by x0.7 or x1.4 (a class stays
+    between half and twice its base level)."""
+    level = dict(BASE_DEMAND)
+    out = []
+    for _ in range(passes):
+        for name in level:
+            level[name] *= rng.uniform(0.98, 1.02)
+        if rng.random() < 0.05:
+            name = rng.choice(list(level))
+            level[name] *= rng.choice([0.7, 1.4])
+        level = {
+            n: min(max(v, 0.5 * BASE_DEMAND[n]), 2.0 * BASE_DEMAND[n]) for n, v in level.items()
+        }
+        out.append(dict(level))
+    return out
+
+
+@dataclass(frozen=True)
+class Drift:
+    median_ms: float
+    p90_ms: float
+    skipped: float  # share of passes that kept the last answer (no solve)
+    solves: float  # optimizer solves per pass (misses of its cache, cleared each pass)
+    optimizer: float  # share of plan time in the optimizer (cProfile)
+    routing: float  # share of plan time routing on Ready replicas (its LP)
+
+
+def _drift(pool_spec: InferencePoolSpec, demands: list[dict[str, float]]) -> tuple[Drift, Drift]:
+    """Two pools through the same drifting demand, 30 s a pass, each pass given the status
+    the last one wrote and its replicas Ready: one as the operator runs it (the status
+    carries the last answer: reuse on), one whose status never carries it (reuse off: a
+    solve every pass, the planner before reuse). Their passes alternate, so both are timed
+    under the same load; the caches are emptied before each pass, so that neither pool
+    finds a program the other solved (a drifting demand never repeats its own)."""
+    rng = random.Random(7)
+    start = world(rng)
+    samples: dict[bool, list[float]] = {True: [], False: []}
+    skipped, solves = {True: 0, False: 0}, {True: 0, False: 0}
+    replay: dict[bool, list[World]] = {True: [], False: []}
+    state = {True: start, False: start}
+    for i, demand in enumerate(demands):
+        for on in (False, True):
+            observation = dataclasses.replace(
+                state[on][0],
+                now=NOW + timedelta(seconds=30 * (i + 1)),
+                demand={n: ClassDemand(v / 2, v / 2) for n, v in demand.items()},
+            )
+            previous = state[on][1]
+            if not on:
+                previous = previous.model_copy(update={"sizing": None})
+            replay[on].append((observation, previous))
+            memo.clear_all()
+            started = time.perf_counter()
+            plan = planner.plan(pool_spec, observation, previous)
+            samples[on].append(time.perf_counter() - started)
+            solves[on] += optimizer.SOLUTIONS.stats().misses
+            skipped[on] += plan.sizing is not None and plan.sizing.time < observation.now
+            ready = {
+                n: TierObservation(n, t.replicas, t.replicas, ttft_p99_seconds=0.05)
+                for n, t in plan.tiers.items()
+            }
+            state[on] = (
+                dataclasses.replace(observation, tiers=ready),
+                _carried(plan, observation),
+            )
+    result = []
+    for on in (False, True):
+        ordered = sorted(samples[on])
+        shares = _shares(pool_spec, replay[on][:50], clear=True)
+        result.append(
+            Drift(
+                statistics.median(ordered) * 1e3,
+                ordered[int(0.9 * len(ordered))] * 1e3,
+                skipped[on] / len(demands),
+                solves[on] / len(demands),
+                *shares,
+            )
+        )
+    return result[0], result[1]
 
 
 def _interval(pool_spec: InferencePoolSpec, worlds: list[World]) -> float:
@@ -288,10 +383,23 @@ def main(argv: list[str] | None = None) -> int:
                 f"cache hits {t.hits:.0%}"
             )
 
+    drift = _drift(pool_spec, drifting(random.Random(11), args.repeat))
+    print(
+        f"plan() for 4 tiers x 4 classes, {args.repeat} passes, a pool whose demand drifts "
+        "(+-2% a pass, a x0.7 or x1.4 step in 5% of passes), its status carried:"
+    )
+    for name, d in zip(("reuse off", "reuse on "), drift, strict=True):
+        print(
+            f"  {name}: median {d.median_ms:.1f} ms   p90 {d.p90_ms:.1f} ms   "
+            f"optimizer skipped in {d.skipped:.0%} of passes, {d.solves:.2f} solves a pass   "
+            f"optimizer {d.optimizer:.0%}, routing LP {d.routing:.0%} of plan time"
+        )
+
     steady_from, steady_ms = _steady(pool_spec, rng, passes=60)
     print(
         f"a pool whose demand holds still, its status carried: every pass from pass "
-        f"{steady_from + 1} on answered from the cache, median {steady_ms:.1f} ms from then on"
+        f"{steady_from + 1} on answered without a solve (the cache, or its last answer kept), "
+        f"median {steady_ms:.1f} ms from then on"
     )
 
     # An operator's intervals over N pools, each with its own demand: the first plans
@@ -308,7 +416,8 @@ def main(argv: list[str] | None = None) -> int:
         from tools.benchmarks_md import write_section
 
         write_section(
-            "planner", _section(args, rows, (steady_from, steady_ms), (uncached, first, again))
+            "planner",
+            _section(args, rows, drift, (steady_from, steady_ms), (uncached, first, again)),
         )
         print("Wrote the planner section of BENCHMARKS.md")
     return 0
@@ -317,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
 def _section(
     args: argparse.Namespace,
     rows: list[tuple[str, Timing, Timing]],
+    drift: tuple[Drift, Drift],
     steady: tuple[int, float],
     intervals: tuple[float, float, float],
 ) -> str:
@@ -347,6 +457,30 @@ def _section(
             f"{on.median_ms:.1f} ms ({on.p90_ms:.1f}) | {off.optimizer:.0%} / "
             f"{off.routing:.0%} | {on.optimizer:.0%} / {on.routing:.0%} | {on.hits:.0%} |\n"
         )
+    solving, reusing = drift
+    body += (
+        "\n| a pool whose demand drifts, its status carried | median (p90) | optimizer "
+        "skipped | solves a pass | optimizer / routing LP share |\n"
+        "|---|---|---|---|---|\n"
+    )
+    for label, d in (("reuse off (a solve every pass)", solving), ("reuse on", reusing)):
+        body += (
+            f"| {label} | {d.median_ms:.1f} ms ({d.p90_ms:.1f}) | {d.skipped:.0%} of passes | "
+            f"{d.solves:.2f} | {d.optimizer:.0%} / {d.routing:.0%} |\n"
+        )
+    body += (
+        f"\nThe drifting pool ({args.repeat} passes, 30 s apart, each given the status the "
+        "last wrote and its replicas Ready): each class's demand moves by up to 2% either "
+        "way each pass, and in one pass out of 20 one class steps by x0.7 or x1.4. The "
+        "caches are emptied before each pass (a drifting demand never repeats a program). "
+        "Reuse (`planning/reuse.py`) keeps the optimizer's last answer, carried in "
+        "`status.sizing`, while nothing else it reads changed, every class's demand is "
+        f"within {reuse.TOLERANCE:.0%} of what the answer was solved for and the answer "
+        "(its split moved onto tiers with room where needed) still holds the demand: "
+        f"the median pass goes from {solving.median_ms:.1f} ms to {reusing.median_ms:.1f} "
+        "ms; the "
+        "p90 is still a pass that solves.\n"
+    )
     uncached, first, again = intervals
     per = 1e3 / args.pools
     body += (
@@ -368,10 +502,10 @@ def _section(
         "changed which of equally cheap solutions came back, so none is kept. In the "
         "operator a pool whose "
         "demand holds still carries a demand forecast in its status that settles over its "
-        f"first passes: here every pass from pass {steady[0] + 1} on is answered from the "
-        f"cache, at a median {steady[1]:.1f} ms (of 60 passes, 30 s apart, its status "
-        "carried from one to the next). The last table's next interval is "
-        "that steady state for every pool.\n"
+        f"first passes: here every pass from pass {steady[0] + 1} on is answered without a "
+        f"solve (from the cache, or its last answer kept), at a median {steady[1]:.1f} ms "
+        "(of 60 passes, 30 s apart, its status carried from one to the next). The last "
+        "table's next interval is that steady state for every pool.\n"
     )
     return body
 

@@ -277,6 +277,54 @@ class ClassStatus(StatusModel):
     )
 
 
+class SizedTier(StatusModel):
+    """The replicas the optimizer chose for a tier."""
+
+    name: str = Field(description="Tier name.")
+    replicas: int = Field(description="Replicas chosen.")
+
+
+class TierShare(StatusModel):
+    """A tier's share of a class's demand in the optimizer's answer."""
+
+    tier: str = Field(description="Tier name.")
+    share: float = Field(description="Fraction of the class's demand the tier serves (0-1).")
+
+
+class SizedClass(StatusModel):
+    """The demand the optimizer sized a class for, and how it split it over tiers."""
+
+    name: str = Field(description="Class name.")
+    tokens_per_second: float = Field(
+        description=(
+            "Demand solved for: the forecast with headroom or burst reserve, plus the "
+            "queue drain, tokens/s."
+        )
+    )
+    shares: list[TierShare] = Field(
+        default_factory=list, description="The optimizer's split of the class over tiers."
+    )
+
+
+class Sizing(StatusModel):
+    """The optimizer's last answer and what it was solved for. A pass keeps it without
+    solving while every other input the optimizer reads is unchanged (`inputs`), each
+    class's demand is within a tolerance of `classes[].tokensPerSecond` and the answer
+    still holds that demand."""
+
+    time: datetime = Field(description="The pass that solved it.")
+    inputs: Annotated[str, StringConstraints(max_length=64)] = Field(
+        description=(
+            "Digest of every optimizer input but demand: tiers' prices and bounds, the "
+            "classes' service times and utilization limits, the budget."
+        )
+    )
+    tiers: list[SizedTier] = Field(default_factory=list, description="Replicas per tier.")
+    classes: list[SizedClass] = Field(
+        default_factory=list, description="Demand and split per class."
+    )
+
+
 class Decision(StatusModel):
     """The last scaling or routing decision."""
 
@@ -323,6 +371,13 @@ class InferencePoolStatus(StatusModel):
         ),
     )
     last_decision: Decision | None = Field(default=None, description="The last decision.")
+    sizing: Sizing | None = Field(
+        default=None,
+        description=(
+            "What the optimizer last solved for, kept without solving while demand moves "
+            "less than a tolerance (planner state)."
+        ),
+    )
     observed_by: str | None = Field(
         default=None,
         description=(

@@ -189,6 +189,7 @@ def build_status(
         if plan.margin_cost_per_hour > 0
         else None,
         last_decision=decision,
+        sizing=plan.sizing,
         tier_summary=" ".join(f"{t.name}:{t.ready_replicas}/{t.desired_replicas}" for t in tiers),
         weight_summary="; ".join(
             f"{c.name}: " + ",".join(f"{w.tier}={w.weight}" for w in c.weights if w.weight)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from gpufleet.api.status import Reason
 from gpufleet.planning.bounds import TierBounds
@@ -25,6 +25,7 @@ from gpufleet.planning.conditions import (
 )
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.records import ClassPlan, TierPlan
+from gpufleet.planning.reuse import TOLERANCE
 
 MAX_NOTES = 6
 
@@ -48,6 +49,7 @@ class Report:
     waiting: list[str]
     initial: bool = False
     held: bool = False
+    kept_since: datetime | None = None  # the optimizer's answer kept, solved then (`reuse`)
 
     # -- helpers -----------------------------------------------------------------------------
 
@@ -157,6 +159,11 @@ class Report:
         over = cost_objective_exceeded(self.inputs.spec, self.cost_per_million_tokens)
         if over is not None and self.cost_per_million_tokens is not None:
             notes.append(f"${self.cost_per_million_tokens:.4g}/Mtok above the ${over:g} objective")
+        if self.kept_since is not None:
+            notes.append(
+                f"replicas as sized at {self.kept_since.strftime('%H:%M:%S')}: demand within "
+                f"{TOLERANCE:.0%} of it, optimizer skipped"
+            )
         return notes
 
     def _foresight_notes(self) -> list[str]:

@@ -13,9 +13,12 @@ status) carries. One pass, each step a function of the values before it:
 4. Metrics missing, stale or unreachable: keep the previous decision (same replicas and
    weights; a new pool gets minReplicas and initial weights). Otherwise the optimizer buys
    the cheapest replicas serving every class's demand with headroom, or the
-   priority-ordered best it can (`optimizer`); a preemptible tier adds the replicas it is
-   expected to lose within a lead time (`hedging`), and the replica steps shape what each
-   Deployment asks for (`replicas`, `stabilization`).
+   priority-ordered best it can (`optimizer`), or its last answer is kept without solving
+   where nothing else it reads changed and each class's demand moved under a tolerance
+   since the answer was solved for, if it still holds the demand (`reuse`, the status
+   carries the answer); a preemptible tier adds the replicas it is expected to lose
+   within a lead time (`hedging`), and the replica steps shape what each Deployment asks
+   for (`replicas`, `stabilization`).
 5. Weights: what the optimizer serves, overflow kept off higher-priority tiers, moved only
    onto Ready replicas, as integers (`routing`).
 6. Cost, $/Mtok, energy, predicted P99 per class (`predict`) and the reason and message
@@ -29,9 +32,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from gpufleet.api.status import InferencePoolStatus
+from gpufleet.api.status import InferencePoolStatus, Sizing
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast, hedging
+from gpufleet.planning import explain, forecast, hedging, needs, reuse
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -106,9 +109,9 @@ def derive_fleet(inputs: Inputs) -> Fleet:
 def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     bounds, capacities = fleet.bounds, fleet.capacities
     names = inputs.names
-    demand = {c.name: _demand_tokens(inputs, c.name) for c in inputs.classes}
+    demand = {c.name: needs.demand_tokens(inputs, c.name) for c in inputs.classes}
     rates = {c.name: demand[c.name] / c.tokens_per_request for c in inputs.classes}
-    forecasts = _forecasts(inputs, fleet, demand)
+    forecasts = needs.forecasts(inputs, capacities, fleet.leads, demand)
     # Requests/s bought per class: the expected demand with headroom, or its planned
     # quantile when the demand's volatility asks for more (the burst reserve), plus what
     # drains the queues within a lead time (bought now, never held by the delay).
@@ -120,20 +123,27 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         c.name: max(expected[c.name], forecasts[c.name].planned / c.tokens_per_request)
         for c in inputs.classes
     }
-    drain = _drain_rates(inputs, fleet)
+    drain = needs.drain_rates(inputs, capacities, fleet.leads)
     bought = {c: held[c] + drain[c] for c in held}
     options = [
         TierOption(t.name, inputs.prices[t.name], bounds.lower[t.name], bounds.upper[t.name])
         for t in inputs.tiers
     ]
 
-    def recommend(rps: Mapping[str, float]) -> tuple[Solution, dict[str, int], dict[str, int]]:
-        needs = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
-        solution = optimize(options, needs, inputs.budget)
+    def recommend(
+        rps: Mapping[str, float], solution: Solution | None = None
+    ) -> tuple[Solution, dict[str, int], dict[str, int]]:
+        wants = [capacities[c.name].need(rps[c.name]) for c in inputs.classes]
+        solution = solution or optimize(options, wants, inputs.budget)
         wanted = keep_serving(inputs, capacities, bounds, solution.replicas, demand)
-        return solution, wanted, asks(inputs, bounds, wanted, options, needs)
+        return solution, wanted, asks(inputs, bounds, wanted, options, wants)
 
-    solution, wanted, asked = recommend(bought)
+    # The last answer where demand moved under reuse.TOLERANCE since it was solved for and
+    # it still holds this demand (the status carries it); the optimizer's otherwise.
+    wants = [capacities[c.name].need(bought[c.name]) for c in inputs.classes]
+    previous = inputs.previous.sizing
+    kept, sizing, reused = reuse.solve(options, wants, inputs.budget, previous, inputs.now)
+    solution, wanted, asked = recommend(bought, kept)
     steady = recommend(held)[2] if any(drain.values()) else asked
     reserve = _reserve(steady, recommend(expected)[2] if held != expected else steady)
     # Preemptible tiers run the replicas they are expected to lose within a lead time on
@@ -191,6 +201,8 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
         margin={n: min(margin[n], target[n]) for n in names},
+        sizing=sizing,
+        reused=reused,
     )
 
 
@@ -226,32 +238,13 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
         serving = {t: w for t, w in still.items() if inputs.seen(t).ready_replicas > 0}
         weights[cls.name] = weights_for(inputs, capacity, serving or still, target)
     demand = {c.name: inputs.previous_demand(c.name) for c in inputs.classes}
-    return _finish(inputs, fleet, target=target, weights=weights, demand=demand, held=True)
+    sizing = inputs.previous.sizing  # nothing solved: what the kept plan was sized for
+    return _finish(
+        inputs, fleet, target=target, weights=weights, demand=demand, held=True, sizing=sizing
+    )
 
 
 # -- steps -----------------------------------------------------------------------------------
-
-
-def _demand_tokens(inputs: Inputs, cls: str) -> float:
-    """The class's arrivals in tokens/s. Measured by its demandQuery, that is what it says;
-    inferred from what its tiers served, it is that plus what its queues grew by since the
-    last pass (a saturated tier serves its capacity, not its demand)."""
-    measured = inputs.observation.demand.get(cls)
-    if measured is None:  # not measurable this pass: plan for what was planned last time
-        return inputs.previous_demand(cls)
-    queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
-    growth = 0.0 if queried else _queue_growth(inputs, cls)
-    return max(measured.tokens_per_second, 0.0) + growth
-
-
-def _queue_growth(inputs: Inputs, cls: str) -> float:
-    before = next((c for c in inputs.previous.classes if c.name == cls), None)
-    decided = inputs.previous.last_decision
-    if before is None or decided is None or decided.time >= inputs.now:
-        return 0.0
-    seconds = (inputs.now - decided.time).total_seconds()
-    grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
-    return max(grown, 0.0) / max(seconds, float(inputs.spec.scaling.interval_seconds))
 
 
 def _hold_for_delay(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, ScaleDecision]:
@@ -267,49 +260,6 @@ def _hold_for_delay(inputs: Inputs, asked: Mapping[str, int]) -> dict[str, Scale
             delay_seconds=inputs.spec.scaling.scale_down_delay_seconds,
         )
     return decisions
-
-
-def _forecasts(
-    inputs: Inputs, fleet: Fleet, demand: Mapping[str, float]
-) -> dict[str, forecast.ClassForecast]:
-    """Each class's forecast over the lead time of the tiers that may serve it plus one
-    interval (the slowest of them: the class may have to be served there)."""
-    interval = float(inputs.spec.scaling.interval_seconds)
-    result = {}
-    for cls in inputs.classes:
-        tiers = fleet.capacities[cls.name].eligible or tuple(inputs.names)
-        lead = max((fleet.leads[t].seconds for t in tiers), default=0.0)
-        before = next((c.forecast for c in inputs.previous.classes if c.name == cls.name), None)
-        result[cls.name] = forecast.update(
-            before,
-            demand[cls.name],
-            now=inputs.now,
-            interval_seconds=interval,
-            horizon_seconds=lead + interval,
-            percentile=inputs.spec.scaling.forecast_percentile,
-        )
-    return result
-
-
-def _drain_rates(inputs: Inputs, fleet: Fleet) -> dict[str, float]:
-    """Requests/s per class that drain its queue within the lead time of the tiers that
-    serve it plus its objective: the capacity a backlog asks for, once. The queue drained
-    is the one new replicas will find: today's, grown for a lead time at its last pace."""
-    rates = {}
-    interval = float(inputs.spec.scaling.interval_seconds)
-    for cls in inputs.classes:
-        tokens = inputs.observation.class_backlog_tokens.get(cls.name, 0.0)
-        if tokens <= 0:
-            rates[cls.name] = 0.0
-            continue
-        tiers = [t for t, w in inputs.previous_weights(cls.name).items() if w > 0]
-        lead = min((fleet.leads[t].seconds for t in tiers if t in fleet.leads), default=0.0)
-        found = tokens + _queue_growth(inputs, cls.name) * lead
-        # No faster than one interval: nothing re-decides sooner, and a drain planned over
-        # a lead time of seconds would buy a fleet for one queue.
-        seconds = max(lead, interval) + fleet.capacities[cls.name].objective_seconds
-        rates[cls.name] = found / cls.tokens_per_request / seconds
-    return rates
 
 
 def _window(inputs: Inputs, tier: str) -> tuple[tuple[datetime, int], ...]:
@@ -357,6 +307,8 @@ def _finish(
     reserve: Mapping[str, int] | None = None,
     drained: Mapping[str, int] | None = None,
     margin: Mapping[str, int] | None = None,
+    sizing: Sizing | None = None,
+    reused: bool = False,
 ) -> Plan:
     decisions = decisions or {}
     forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
@@ -423,6 +375,7 @@ def _finish(
         waiting=list(waiting or []),
         initial=initial,
         held=held,
+        kept_since=sizing.time if reused and sizing else None,
     )
     return Plan(
         tiers=tiers,
@@ -436,6 +389,7 @@ def _finish(
         awaiting_metrics=initial or held,
         reserve_cost_per_hour=sum(inputs.prices[n] * reserve.get(n, 0) for n in inputs.names),
         margin_cost_per_hour=sum(inputs.prices[n] * margin.get(n, 0) for n in inputs.names),
+        sizing=sizing,
     )
 
 

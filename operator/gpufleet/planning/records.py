@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from gpufleet.api.status import NodeLoss, Reason
+from gpufleet.api.status import NodeLoss, Reason, Sizing
 from gpufleet.planning.forecast import ClassForecast
 
 
@@ -198,3 +198,6 @@ class Plan:
     awaiting_metrics: bool = False
     reserve_cost_per_hour: float = 0.0  # of the replicas held as burst reserve
     margin_cost_per_hour: float = 0.0  # of the replicas preemptible tiers run for losses
+    # The optimizer's answer and what it was solved for, carried in status so that a later
+    # pass may keep it without solving (`reuse`); None: nothing to keep.
+    sizing: Sizing | None = None

@@ -171,6 +171,7 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
             for c in plan.classes.values()
         ],
         last_decision=Decision(time=observation.now, reason=plan.reason, message=plan.message),
+        sizing=plan.sizing,
     )
 
 

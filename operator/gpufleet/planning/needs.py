@@ -1,0 +1,86 @@
+"""What a pass buys for, per class: its demand, its forecast and the drain of its queue.
+
+`planner._decide` reads these before it asks the optimizer (steps 4's inputs): the demand
+measured or inferred (`demand_tokens`, with what the queues grew by when inferred), the
+forecast over the lead time of the tiers that may serve the class (`forecasts`), and the
+requests/s that drain its backlog within a lead time (`drain_rates`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from gpufleet.planning import forecast
+from gpufleet.planning.classes import ClassCapacity
+from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.leadtime import LeadTime
+
+
+def demand_tokens(inputs: Inputs, cls: str) -> float:
+    """The class's arrivals in tokens/s. Measured by its demandQuery, that is what it says;
+    inferred from what its tiers served, it is that plus what its queues grew by since the
+    last pass (a saturated tier serves its capacity, not its demand)."""
+    measured = inputs.observation.demand.get(cls)
+    if measured is None:  # not measurable this pass: plan for what was planned last time
+        return inputs.previous_demand(cls)
+    queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
+    growth = 0.0 if queried else queue_growth(inputs, cls)
+    return max(measured.tokens_per_second, 0.0) + growth
+
+
+def queue_growth(inputs: Inputs, cls: str) -> float:
+    before = next((c for c in inputs.previous.classes if c.name == cls), None)
+    decided = inputs.previous.last_decision
+    if before is None or decided is None or decided.time >= inputs.now:
+        return 0.0
+    seconds = (inputs.now - decided.time).total_seconds()
+    grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
+    return max(grown, 0.0) / max(seconds, float(inputs.spec.scaling.interval_seconds))
+
+
+def forecasts(
+    inputs: Inputs,
+    capacities: Mapping[str, ClassCapacity],
+    leads: Mapping[str, LeadTime],
+    demand: Mapping[str, float],
+) -> dict[str, forecast.ClassForecast]:
+    """Each class's forecast over the lead time of the tiers that may serve it plus one
+    interval (the slowest of them: the class may have to be served there)."""
+    interval = float(inputs.spec.scaling.interval_seconds)
+    result = {}
+    for cls in inputs.classes:
+        tiers = capacities[cls.name].eligible or tuple(inputs.names)
+        lead = max((leads[t].seconds for t in tiers), default=0.0)
+        before = next((c.forecast for c in inputs.previous.classes if c.name == cls.name), None)
+        result[cls.name] = forecast.update(
+            before,
+            demand[cls.name],
+            now=inputs.now,
+            interval_seconds=interval,
+            horizon_seconds=lead + interval,
+            percentile=inputs.spec.scaling.forecast_percentile,
+        )
+    return result
+
+
+def drain_rates(
+    inputs: Inputs, capacities: Mapping[str, ClassCapacity], leads: Mapping[str, LeadTime]
+) -> dict[str, float]:
+    """Requests/s per class that drain its queue within the lead time of the tiers that
+    serve it plus its objective: the capacity a backlog asks for, once. The queue drained
+    is the one new replicas will find: today's, grown for a lead time at its last pace."""
+    rates = {}
+    interval = float(inputs.spec.scaling.interval_seconds)
+    for cls in inputs.classes:
+        tokens = inputs.observation.class_backlog_tokens.get(cls.name, 0.0)
+        if tokens <= 0:
+            rates[cls.name] = 0.0
+            continue
+        tiers = [t for t, w in inputs.previous_weights(cls.name).items() if w > 0]
+        lead = min((leads[t].seconds for t in tiers if t in leads), default=0.0)
+        found = tokens + queue_growth(inputs, cls.name) * lead
+        # No faster than one interval: nothing re-decides sooner, and a drain planned over
+        # a lead time of seconds would buy a fleet for one queue.
+        seconds = max(lead, interval) + capacities[cls.name].objective_seconds
+        rates[cls.name] = found / cls.tokens_per_request / seconds
+    return rates
