@@ -7,10 +7,6 @@ chart or an alert never reads a ghost (a value the operator no longer stands beh
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
-from prometheus_client import Gauge
-
 from gpufleet.api.status import ConditionStatus, InferencePoolStatus
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.sli import class_slis
@@ -54,11 +50,11 @@ def export_pool(
         if tier.lead_time_seconds is not None:
             tier_values["lead_time"][key] = tier.lead_time_seconds
         tier_values["capacity_factor"][key] = tier.capacity_factor_percent / 100
-    _replace(telemetry.replicas, ns, name, replicas)
+    telemetry.replace_pool_series(telemetry.replicas, ns, name, replicas)
     for gauge, values in tier_values.items():
-        _replace(g[gauge], ns, name, values)
+        telemetry.replace_pool_series(g[gauge], ns, name, values)
 
-    _replace(
+    telemetry.replace_pool_series(
         telemetry.weights,
         ns,
         name,
@@ -73,12 +69,16 @@ def export_pool(
         "target_per_hour": pool.spec.objectives.max_hourly_cost,
     }
     for gauge, value in money.items():
-        _replace(g[gauge], ns, name, {} if value is None else {(ns, name): float(value)})
+        telemetry.replace_pool_series(
+            g[gauge], ns, name, {} if value is None else {(ns, name): float(value)}
+        )
     cost = status.cost_per_hour
-    _replace(telemetry.cost, ns, name, {} if cost is None else {(ns, name): float(cost)})
+    telemetry.replace_pool_series(
+        telemetry.cost, ns, name, {} if cost is None else {(ns, name): float(cost)}
+    )
     available = 1.0 if seen.metrics is MetricsState.AVAILABLE else 0.0
-    _replace(g["metrics_available"], ns, name, {(ns, name): available})
-    _replace(
+    telemetry.replace_pool_series(g["metrics_available"], ns, name, {(ns, name): available})
+    telemetry.replace_pool_series(
         g["condition"],
         ns,
         name,
@@ -121,17 +121,4 @@ def _export_classes(
         if current.demand_tokens_per_second is not None:
             values["class_demand"][key] = current.demand_tokens_per_second
     for gauge, by_labels in values.items():
-        _replace(g[gauge], ns, name, by_labels)
-
-
-def _replace(gauge: Gauge, namespace: str, pool: str, values: Mapping[Labels, float]) -> None:
-    """The pool's series of `gauge` become exactly `values` (label values in label order)."""
-    for metric in gauge.collect():
-        for sample in metric.samples:
-            labels = sample.labels
-            if labels.get("namespace") != namespace or labels.get("pool") != pool:
-                continue
-            if tuple(labels.values()) not in values:
-                gauge.remove(*labels.values())
-    for label_values, value in values.items():
-        gauge.labels(*label_values).set(value)
+        telemetry.replace_pool_series(g[gauge], ns, name, by_labels)

@@ -6,7 +6,7 @@ process, and so /metrics shows only what gpufleet exports.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -22,6 +22,8 @@ class Telemetry:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
+        # Per pool, the label values of the series it set in each gauge.
+        self._pool_series: dict[tuple[str, str], dict[Gauge, set[tuple[str, ...]]]] = {}
         self.reconcile_seconds = Histogram(
             "gpufleet_reconcile_duration_seconds",
             "Time of one reconcile pass (observe, plan, apply, status).",
@@ -174,20 +176,29 @@ class Telemetry:
             if sample.name.endswith("_total")
         )
 
+    def replace_pool_series(
+        self,
+        gauge: Gauge,
+        namespace: str,
+        pool: str,
+        values: Mapping[tuple[str, ...], float],
+    ) -> None:
+        """The pool's series of `gauge` become exactly `values` (label values in label
+        order): the ones it set before and not now are removed. The pool's series are
+        kept in an index, so this costs the pool's own series, not every pool's (reading
+        them back from the gauge would make each pass cost as much as the fleet)."""
+        held = self._pool_series.setdefault((namespace, pool), {})
+        for labels in held.get(gauge, set()) - values.keys():
+            gauge.remove(*labels)
+        for labels, value in values.items():
+            gauge.labels(*labels).set(value)
+        held[gauge] = set(values)
+
     def forget_pool(self, namespace: str, pool: str) -> None:
         """Drop a deleted pool's gauges so /metrics does not show ghosts."""
-        for gauge in (self.replicas, self.weights, self.cost, *self.pool_gauges.values()):
-            for labels in list(_label_sets(gauge)):
-                if labels.get("namespace") == namespace and labels.get("pool") == pool:
-                    gauge.remove(*labels.values())
-
-
-def _label_sets(gauge: Gauge) -> list[dict[str, str]]:
-    seen = []
-    for metric in gauge.collect():
-        for sample in metric.samples:
-            seen.append(dict(sample.labels))
-    return seen
+        for gauge, series in self._pool_series.pop((namespace, pool), {}).items():
+            for labels in series:
+                gauge.remove(*labels)
 
 
 class _SolverCaches(Collector):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -240,6 +241,7 @@ class KubeAdapter:
         self.extensions = client.ApiextensionsV1Api(api_client)
         self._gateway: tuple[float, bool] | None = None
         self._nodes: tuple[float, set[str], dict[str, str]] | None = None
+        self._nodes_lock = threading.Lock()
         self.interruption_taints = interruption_taints
 
     # Reads ---------------------------------------------------------------------------
@@ -283,13 +285,17 @@ class KubeAdapter:
         return self._node_view()[1]
 
     def _node_view(self) -> tuple[set[str], dict[str, str]]:
-        now = time.monotonic()
-        if self._nodes is not None and now - self._nodes[0] < _NODES_CACHE_SECONDS:
-            return self._nodes[1], self._nodes[2]
-        nodes = [self._dict(n) for n in self.core.list_node().items]
-        ready, leaving = classify_nodes(nodes, self.interruption_taints)
-        self._nodes = (now, ready, leaving)
-        return ready, leaving
+        """Shared by every pass: one thread lists the nodes when stale while the others
+        wait (not one list each), read as plain JSON (the client's models cost seconds)."""
+        with self._nodes_lock:
+            now = time.monotonic()
+            if self._nodes is not None and now - self._nodes[0] < _NODES_CACHE_SECONDS:
+                return self._nodes[1], self._nodes[2]
+            response: Any = self.core.list_node(_preload_content=False)
+            nodes = cast(list[Obj], json.loads(response.data).get("items") or [])
+            ready, leaving = classify_nodes(nodes, self.interruption_taints)
+            self._nodes = (time.monotonic(), ready, leaving)
+            return ready, leaving
 
     def read_children(self, namespace: str, pool: str, *, route: bool) -> Children:
         selector = f"{LABEL_POOL}={pool}"

@@ -9,6 +9,7 @@ from prometheus_client import generate_latest
 
 from gpufleet.planning import memo
 from gpufleet.planning.records import MetricsReading, MetricsState, Plan
+from gpufleet.telemetry import Telemetry
 from tests.exported import AVAILABLE, NOW, Readings, run_passes
 from tests.fakes import FakeKube
 
@@ -111,3 +112,22 @@ def test_a_plan_that_fails_is_timed_too() -> None:
 
     kube, _ = _passes(AVAILABLE, count=1, planner=failing)
     assert _sample(kube, "gpufleet_plan_duration_seconds_count") == 1
+
+
+def test_a_pool_s_series_are_replaced_without_touching_another_pool_s() -> None:
+    telemetry = Telemetry()
+    gauge = telemetry.pool_gauges["lead_time"]
+    telemetry.replace_pool_series(
+        gauge, "ns", "a", {("ns", "a", "h100"): 1.0, ("ns", "a", "rtx"): 2.0}
+    )
+    telemetry.replace_pool_series(gauge, "ns", "b", {("ns", "b", "h100"): 3.0})
+    telemetry.replace_pool_series(gauge, "ns", "a", {("ns", "a", "rtx"): 4.0})  # h100 went away
+
+    def value(pool: str, tier: str) -> float | None:
+        return telemetry.registry.get_sample_value(
+            "gpufleet_pool_tier_lead_time_seconds", {"namespace": "ns", "pool": pool, "tier": tier}
+        )
+
+    assert (value("a", "h100"), value("a", "rtx"), value("b", "h100")) == (None, 4.0, 3.0)
+    telemetry.forget_pool("ns", "a")
+    assert (value("a", "rtx"), value("b", "h100")) == (None, 3.0)
