@@ -8,9 +8,12 @@ stays a function of its inputs (spec, observation, status): nothing is remembere
 process memory. The answer is kept when all of these hold, and the optimizer runs
 otherwise:
 
-1. every input of the program but demand is what it was (tiers' prices and planned
-   bounds, each class's service times, utilization limits and head-of-line limits, the
-   budget): compared by a digest of them, exact;
+1. every input of the program but demand is what it was: the tiers, their prices and
+   planned bounds, the classes and their priorities, the budget, exactly; each class's
+   measured quantities (tokens per request, service times, utilization and head-of-line
+   limits, which move a little every pass with the observed lengths) on a logarithmic
+   grid of TOLERANCE steps. All compared by a digest of them; the check in 3. uses this
+   pass's exact values, so the grid only decides when to look again, never what holds;
 2. each class's demand to buy (forecast with headroom or burst reserve, plus the drain)
    is within TOLERANCE of the demand the answer was sized for, relative, either way
    (a class without demand then must still have none);
@@ -69,14 +72,16 @@ def solve(
 def inputs_digest(
     options: Sequence[TierOption], needs: Sequence[ClassNeed], budget: float | None
 ) -> str:
-    """Every input of the program but the classes' rates, exact: names and their order as
-    text, numbers as the bytes of their float64 values (as `optimizer._need_key` keys them;
-    a repr of each float is exact too, but costs a tenth of a kept pass)."""
+    """Every input of the program but the classes' rates: names, bounds, prices and the
+    budget exact (names as text, numbers as the bytes of their float64 values; a repr of
+    each float is exact too, but costs a tenth of a kept pass), the classes' measured
+    quantities by their step on the TOLERANCE grid (`grid`)."""
     names: list[object] = [budget is None]
-    numbers: list[float] = [budget or 0.0]
+    exact: list[float] = [budget or 0.0]
+    numbers: list[float] = []
     for o in options:
         names.append((o.name, o.min_replicas, o.max_replicas))
-        numbers.append(o.price_per_replica_hour)
+        exact.append(o.price_per_replica_hour)
     for n in needs:
         shared = n.shared_utilization
         names.append(
@@ -92,8 +97,20 @@ def inputs_digest(
         numbers += [*n.max_utilization.values()]
         numbers += [rho for o in shared.values() for rho in o.values()]
     digest = hashlib.sha256(repr(names).encode())
-    digest.update(np.array(numbers, dtype=np.float64).tobytes())
+    digest.update(np.array(exact, dtype=np.float64).tobytes())
+    digest.update(grid(np.array(numbers, dtype=np.float64)).tobytes())
     return digest.hexdigest()[:32]
+
+
+def grid(values: np.ndarray) -> np.ndarray:
+    """Each value's step on a logarithmic grid of TOLERANCE (1.05x) steps, as integers
+    (zero and below: their own steps), so a quantity that moves by less than a step
+    mostly keeps its step, and one that creeps further crosses a step in the end."""
+    steps = np.full(values.shape, np.iinfo(np.int64).min, dtype=np.int64)
+    positive = values > 0
+    steps[positive] = np.floor(np.log(values[positive]) / np.log1p(TOLERANCE)).astype(np.int64)
+    steps[values < 0] = np.iinfo(np.int64).min + 1
+    return steps
 
 
 def sizing(now: datetime, digest: str, needs: Sequence[ClassNeed], solution: Solution) -> Sizing:

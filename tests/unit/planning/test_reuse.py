@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from datetime import timedelta
 
+import numpy as np
 import pytest
 
 from gpufleet.api.status import InferencePoolStatus, Reason, Sizing
@@ -126,7 +127,7 @@ def test_a_split_that_overloads_a_full_tier_is_moved_to_one_with_room() -> None:
     [
         ([TierOption("cheap", 1.0, 0, 12)], _need(7.0), None),  # maxReplicas
         ([TierOption("cheap", 1.5, 0, 10)], _need(7.0), None),  # price
-        ([CHEAP], _need(7.0, rho=0.79), None),  # objective (the utilization it allows)
+        ([CHEAP], _need(7.0, rho=0.6), None),  # objective (the utilization it allows)
         ([CHEAP], _need(7.0), 50.0),  # budget
     ],
     ids=["max-replicas", "price", "objective", "budget"],
@@ -140,6 +141,36 @@ def test_any_other_input_changed_is_solved_again(
     solution, _, kept = _solve(options, [need], sizing, budget)
     assert kept is False and len(solves) == 2
     assert solution.replicas == optimize(options, [need], budget).replicas
+
+
+def test_measured_quantities_moving_within_a_grid_step_keep_the_answer_checked_exactly(
+    solves: list[int],
+) -> None:
+    """Service times and utilization limits follow the observed lengths and move a little
+    every pass: within a step of the grid the answer is kept, if it holds with this pass's
+    exact values; a value that creeps across a step is solved again."""
+    _, sizing, _ = _solve([CHEAP], [_need(7.0)], None)  # 9 replicas hold 7.2 requests/s
+    assert sizing is not None
+
+    def slower(factor: float) -> ClassNeed:
+        need = _need(7.0)
+        return ClassNeed(
+            name=need.name,
+            priority=need.priority,
+            rate_rps=need.rate_rps,
+            tokens_per_request=need.tokens_per_request,
+            service_seconds={"cheap": factor},
+            max_utilization=need.max_utilization,
+        )
+
+    assert reuse.grid(np.array([1.0]))[0] == reuse.grid(np.array([1.02]))[0]
+    assert _solve([CHEAP], [slower(1.02)], sizing)[2] is True  # 7.14 s of work/s <= 7.2
+    assert len(solves) == 1
+    assert reuse.grid(np.array([1.04]))[0] == 0
+    assert _solve([CHEAP], [slower(1.04)], sizing)[2] is False  # same step, 7.28 > 7.2
+    assert reuse.grid(np.array([0.9]))[0] != 0
+    assert _solve([CHEAP], [slower(0.9)], sizing)[2] is False  # holds, but another step
+    assert len(solves) == 3
 
 
 def test_an_answer_with_a_shortage_is_not_kept() -> None:
