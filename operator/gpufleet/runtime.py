@@ -23,9 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from gpufleet.reconcile import Reconciler
 
@@ -39,12 +41,37 @@ RETRY_SECONDS = 5.0
 MAX_BACKOFF_SECONDS = 300.0
 
 Key = tuple[str, str]
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 def backoff_seconds(failures: int, first: float = RETRY_SECONDS) -> float:
     """Seconds before the next try after `failures` failed passes in a row: 5, 10, 20, ..."""
     doublings = max(0, min(failures - 1, 16))
     return min(MAX_BACKOFF_SECONDS, first * float(2**doublings))
+
+
+class Gate:
+    """One pass's start, decided once under a lock: it runs, or it was called off before
+    it began (then it never writes). Called off from the event loop, run in a thread."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = False
+        self._shut = False
+
+    def shut_unless_started(self) -> bool:
+        """Call the pass off if it has not started; whether it was."""
+        with self._lock:
+            self._shut = not self._started
+            return self._shut
+
+    def run(self, work: Callable[[T], R], arg: T) -> R | None:
+        with self._lock:
+            if self._shut:
+                return None
+            self._started = True
+        return work(arg)
 
 
 @dataclass
@@ -66,6 +93,7 @@ class Loops:
     # Pools whose spec changed and no pass has read yet: the generation and when it was seen.
     _changed: dict[Key, tuple[int, float]] = field(default_factory=dict)
     _due: dict[int, int] = field(default_factory=dict)  # passes due or running, by shard
+    _gates: dict[Key, Gate] = field(default_factory=dict)  # each pool's pass now
 
     def ensure(self, namespace: str, name: str) -> None:
         """Start the pool's loop unless it runs or the pool is not this process's to
@@ -88,12 +116,21 @@ class Loops:
     async def retire(self, which: Callable[[str, str], bool]) -> None:
         """Stop the loops of the pools `which` selects, each after its pass in flight (a
         pass runs in a thread that cancelling would not stop), and wait until they have:
-        then nothing of this process writes to those pools any more."""
+        then nothing of this process writes to those pools any more.
+
+        A pass still waiting for a worker thread is called off instead (its gate shut, so
+        it cannot start writing later): with a backlog of passes queued for the threads,
+        waiting for each retiring pool's turn would hold the shards' handover for
+        minutes behind the pools this process keeps."""
         keys = [key for key in self._tasks if which(*key)]
         self._retiring.update(keys)
         tasks = [self._tasks[key] for key in keys]
         for key in keys:
-            self._wake(*key)
+            gate = self._gates.get(key)
+            if gate is not None and gate.shut_unless_started():
+                self._tasks[key].cancel()
+            else:
+                self._wake(*key)
         await asyncio.gather(*tasks, return_exceptions=True)
         self._retiring.difference_update(keys)
 
@@ -151,6 +188,7 @@ class Loops:
                 self._generations.pop(key, None)
                 self._failures.pop(key, None)
                 self._changed.pop(key, None)
+                self._gates.pop(key, None)
             if self._tasks.get(key) is asyncio.current_task():
                 del self._tasks[key]
             self.reconciler.telemetry.forget_pool(namespace, name)
@@ -179,12 +217,15 @@ class Loops:
 
     async def _reconcile(self, namespace: str, name: str) -> float | None:
         key = (namespace, name)
+        gate = self._gates[key] = Gate()  # from here until it writes, it may be called off
         try:
             body = await asyncio.to_thread(self.reconciler.kube.get_pool, namespace, name)
             self._read(key, body)
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
-            result = await asyncio.to_thread(self.reconciler.reconcile, body)
+            result = await asyncio.to_thread(gate.run, self.reconciler.reconcile, body)
+            if result is None:  # called off before it started: the pool is retired
+                return None
         except Exception:
             # Never crash the loop on a strange object or an API hiccup: log, back off.
             failures = self._failures[key] = self._failures.get(key, 0) + 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any, cast
 
 import pytest
@@ -158,3 +159,26 @@ def test_the_event_loop_lag_shows_a_blocking_call() -> None:
     assert len(lags) >= 5
     assert max(lags) >= 0.25  # the held timer came late by about the block
     assert sorted(lags)[len(lags) // 2] < 0.05  # the others on time
+
+
+def test_retiring_calls_off_passes_still_waiting_for_a_thread_and_they_never_write() -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    async def scenario() -> float:
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
+        passes = SlowPasses()  # 0.2 s a pass, on the one worker thread: a backlog
+        loops = Loops(cast(Any, passes), debounce_seconds=0)
+        for name in ("a", "b", "c"):
+            loops.ensure("ns", name)
+        await asyncio.sleep(0.05)  # a's pass runs; b's and c's wait for the thread
+        started = time.monotonic()
+        await loops.retire(lambda namespace, name: name in {"b", "c"})
+        took = time.monotonic() - started
+        assert loops.running() == {("ns", "a")}
+        await asyncio.sleep(0.5)
+        assert passes.ended == ["a"]  # b and c never ran: nothing of theirs was written
+        await loops.stop_all()
+        return took
+
+    took = asyncio.run(scenario())
+    assert took < 0.1  # not behind a's pass (0.2 s), nor their own
