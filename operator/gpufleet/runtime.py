@@ -23,11 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from gpufleet.reconcile import Reconciler
 
@@ -94,6 +96,11 @@ class Loops:
     _changed: dict[Key, tuple[int, float]] = field(default_factory=dict)
     _due: dict[int, int] = field(default_factory=dict)  # passes due or running, by shard
     _gates: dict[Key, Gate] = field(default_factory=dict)  # each pool's pass now
+    # Worker threads for the passes (None: as many as the default executor has). Their
+    # own pool, not the event loop's default one: with a backlog of passes queued there,
+    # anything else sent to a thread (the Lease renewals) would wait behind all of them.
+    workers: int | None = None
+    _executor: ThreadPoolExecutor | None = None
 
     def ensure(self, namespace: str, name: str) -> None:
         """Start the pool's loop unless it runs or the pool is not this process's to
@@ -202,6 +209,12 @@ class Loops:
         finally:
             self._count_due(shard, -1)
 
+    async def _in_thread(self, work: Callable[..., R], *args: Any) -> R:
+        if self._executor is None:
+            workers = self.workers or min(32, (os.cpu_count() or 1) + 4)
+            self._executor = ThreadPoolExecutor(workers, thread_name_prefix="gpufleet-pass")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, work, *args)
+
     def _count_due(self, shard: int, step: int) -> None:
         due = self._due[shard] = self._due.get(shard, 0) + step
         self.reconciler.telemetry.queue_depth.labels(str(shard)).set(due)
@@ -219,11 +232,11 @@ class Loops:
         key = (namespace, name)
         gate = self._gates[key] = Gate()  # from here until it writes, it may be called off
         try:
-            body = await asyncio.to_thread(self.reconciler.kube.get_pool, namespace, name)
+            body = await self._in_thread(self.reconciler.kube.get_pool, namespace, name)
             self._read(key, body)
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
-            result = await asyncio.to_thread(gate.run, self.reconciler.reconcile, body)
+            result = await self._in_thread(gate.run, self.reconciler.reconcile, body)
             if result is None:  # called off before it started: the pool is retired
                 return None
         except Exception:

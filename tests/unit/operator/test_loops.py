@@ -162,12 +162,9 @@ def test_the_event_loop_lag_shows_a_blocking_call() -> None:
 
 
 def test_retiring_calls_off_passes_still_waiting_for_a_thread_and_they_never_write() -> None:
-    from concurrent.futures import ThreadPoolExecutor
-
     async def scenario() -> float:
-        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(1))
         passes = SlowPasses()  # 0.2 s a pass, on the one worker thread: a backlog
-        loops = Loops(cast(Any, passes), debounce_seconds=0)
+        loops = Loops(cast(Any, passes), debounce_seconds=0, workers=1)
         for name in ("a", "b", "c"):
             loops.ensure("ns", name)
         await asyncio.sleep(0.05)  # a's pass runs; b's and c's wait for the thread
@@ -182,3 +179,22 @@ def test_retiring_calls_off_passes_still_waiting_for_a_thread_and_they_never_wri
 
     took = asyncio.run(scenario())
     assert took < 0.1  # not behind a's pass (0.2 s), nor their own
+
+
+def test_passes_have_their_own_threads_so_a_backlog_does_not_hold_up_other_work() -> None:
+    """The Lease renewals go to the event loop's default executor: however many passes
+    wait for a worker, a renewal there runs at once."""
+
+    async def scenario() -> float:
+        passes = SlowPasses()
+        loops = Loops(cast(Any, passes), debounce_seconds=0, workers=1)
+        for name in "abcdefgh":  # 8 passes of 0.2 s queued on one worker: 1.6 s
+            loops.ensure("ns", name)
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await asyncio.to_thread(lambda: None)  # as a renewal would
+        took = time.monotonic() - started
+        await loops.stop_all()
+        return took
+
+    assert asyncio.run(scenario()) < 0.1
