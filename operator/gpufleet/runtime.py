@@ -29,6 +29,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, TypeVar
 
 from gpufleet.reconcile import Reconciler
@@ -68,12 +69,20 @@ class Gate:
             self._shut = not self._started
             return self._shut
 
-    def run(self, work: Callable[[T], R], arg: T) -> R | None:
+    def run(self, work: Callable[[T], R], arg: T, held: Callable[[], bool]) -> R | None:
+        """`work(arg)`, unless called off (None) or, as it would start, `held()` says the
+        pool's shard Lease is no longer known to be ours (NotHeld)."""
         with self._lock:
             if self._shut:
                 return None
+            if not held():
+                raise NotHeld
             self._started = True
         return work(arg)
+
+
+class NotHeld(Exception):
+    """The pass did not start: this process's hold on the pool's shard is not fresh."""
 
 
 @dataclass
@@ -85,6 +94,10 @@ class Loops:
     retry_seconds: float = RETRY_SECONDS
     # Whether this process reconciles the pool (sharded replicas: its shard is held here).
     owns: Callable[[str, str], bool] = lambda namespace, name: True
+    # Checked as each pass starts to write: whether this process's hold on the pool is
+    # fresh (sharded: its shard Lease renewed within the deadline). A stalled keeper must
+    # not leave passes writing under a Lease that may have gone to another replica.
+    held: Callable[[str, str], bool] = lambda namespace, name: True
     # The shard a pool is in, for the queue depth by shard (0 when not sharded).
     shard_of: Callable[[str, str], int] = lambda namespace, name: 0
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
@@ -236,9 +249,13 @@ class Loops:
             self._read(key, body)
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
-            result = await self._in_thread(gate.run, self.reconciler.reconcile, body)
+            held = partial(self.held, namespace, name)
+            result = await self._in_thread(gate.run, self.reconciler.reconcile, body, held)
             if result is None:  # called off before it started: the pool is retired
                 return None
+        except NotHeld:
+            log.warning("Skipped a pass of %s/%s: its shard Lease is not fresh", namespace, name)
+            return self.retry_seconds
         except Exception:
             # Never crash the loop on a strange object or an API hiccup: log, back off.
             failures = self._failures[key] = self._failures.get(key, 0) + 1

@@ -255,6 +255,18 @@ class ShardKeeper:
     def owns(self, namespace: str, name: str) -> bool:
         return shard_of(namespace, name, self.shards) in self.held
 
+    def fresh(self, namespace: str, name: str) -> bool:
+        """Whether the pool's shard is held and was renewed within the renew deadline (the
+        Lease lasts longer): checked by each pass as it starts, from its worker thread, so
+        a keeper whose renewals are stuck stops the writes before its Leases expire."""
+        shard = shard_of(namespace, name, self.shards)
+        renewed = self._renewed.get(shard)
+        return (
+            shard in self.held
+            and renewed is not None
+            and (self.clock() - renewed).total_seconds() <= self.renew_deadline
+        )
+
     async def run(self) -> None:
         """Keep the fair share until cancelled."""
         while True:

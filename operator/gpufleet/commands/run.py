@@ -247,6 +247,7 @@ async def _run(args: argparse.Namespace) -> int:
     if args.shards > 1:
         keeper = _shard_keeper(args, lease_client, telemetry, identity, loops)
         loops.owns = keeper.owns
+        loops.held = keeper.fresh
         from gpufleet.sharding import shard_of
 
         loops.shard_of = lambda namespace, name: shard_of(namespace, name, args.shards)

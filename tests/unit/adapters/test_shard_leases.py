@@ -88,3 +88,36 @@ def test_two_replicas_racing_for_a_free_shard_one_wins(api: Leases) -> None:
     free_a, free_b = a.list()["g-shard-2"], b.list()["g-shard-2"]
     assert a.take(2, free_a, NOW)
     assert not b.take(2, free_b, NOW), "b's copy is stale: a 409, b stays without it"
+
+
+def test_a_pool_s_hold_is_fresh_only_while_its_shard_was_renewed_within_the_deadline(
+    api: Leases,
+) -> None:
+    import asyncio
+
+    from gpufleet.adapters.shards import ShardKeeper
+    from gpufleet.sharding import shard_of
+
+    clock = [NOW]
+
+    async def nothing(_: set[int]) -> None:
+        return None
+
+    keeper = ShardKeeper(
+        keeper_of(api, "a"),
+        on_gain=nothing,
+        on_lose=nothing,
+        renew_deadline=10,
+        clock=lambda: clock[0],
+    )
+    asyncio.run(keeper.step())  # alone: takes all four
+    assert keeper.held == {0, 1, 2, 3}
+    assert keeper.fresh("ns", "p")
+    clock[0] = NOW + timedelta(seconds=10)
+    assert keeper.fresh("ns", "p")
+    clock[0] = NOW + timedelta(seconds=10.5)  # renewals stuck: stop writing before expiry
+    assert keeper.owns("ns", "p") and not keeper.fresh("ns", "p")
+    asyncio.run(keeper.step())  # renewed again
+    assert keeper.fresh("ns", "p")
+    keeper.held.discard(shard_of("ns", "p", 4))
+    assert not keeper.fresh("ns", "p")

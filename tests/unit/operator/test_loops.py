@@ -198,3 +198,21 @@ def test_passes_have_their_own_threads_so_a_backlog_does_not_hold_up_other_work(
         return took
 
     assert asyncio.run(scenario()) < 0.1
+
+
+def test_a_pass_whose_hold_is_not_fresh_is_skipped_and_tried_again() -> None:
+    async def scenario() -> None:
+        passes = SlowPasses()
+        fresh = [False]
+        loops = Loops(cast(Any, passes), debounce_seconds=0, retry_seconds=0.1)
+        loops.held = lambda namespace, name: fresh[0]
+        loops.ensure("ns", "p")
+        await asyncio.sleep(0.25)
+        assert passes.ended == [] and loops.running() == {("ns", "p")}  # skipped, still looping
+        assert loops.failures("ns", "p") == 0  # not a failure of the pool
+        fresh[0] = True
+        await asyncio.sleep(0.4)
+        assert passes.ended == ["p"]
+        await loops.stop_all()
+
+    asyncio.run(scenario())
