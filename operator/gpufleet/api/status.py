@@ -315,8 +315,8 @@ class Sizing(StatusModel):
     time: datetime = Field(description="The pass that solved it.")
     inputs: Annotated[str, StringConstraints(max_length=64)] = Field(
         description=(
-            "Digest of every optimizer input but demand: tiers' prices and bounds, the "
-            "classes' service times and utilization limits, the budget."
+            "Digest of every optimizer input but demand: tiers' prices and bounds and the "
+            "budget exactly, the classes' service times and utilization limits on a 5% grid."
         )
     )
     tiers: list[SizedTier] = Field(default_factory=list, description="Replicas per tier.")
