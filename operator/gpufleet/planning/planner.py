@@ -34,7 +34,7 @@ from datetime import datetime
 
 from gpufleet.api.status import InferencePoolStatus, Sizing
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast, hedging, needs, reuse
+from gpufleet.planning import explain, forecast, hedging, needs, reuse, routing
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -176,10 +176,14 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     coming = frozenset(n for n in names if ready[n] < target[n])
     priority = {c.name: c.priority for c in inputs.classes}
     routed = route_on_ready(targets, actual, ready, live, names, priority, coming)
-    weights = {
-        c.name: weights_for(inputs, capacities[c.name], routed.get(c.name, {}), target)
-        for c in inputs.classes
-    }
+    weights = routing.settle(
+        inputs,
+        {
+            c.name: weights_for(inputs, capacities[c.name], routed.get(c.name, {}), target)
+            for c in inputs.classes
+        },
+        lambda split: reuse.fits(options, wants, ready, split),
+    )
     waiting = [
         c
         for c in targets

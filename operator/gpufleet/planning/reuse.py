@@ -278,6 +278,21 @@ def holds(
     cost = sum(o.price_per_replica_hour * replicas[o.name] for o in options)
     if budget is not None and cost > budget + 1e-9:
         return False
+    return fits(options, needs, replicas, routing)
+
+
+def fits(
+    options: Sequence[TierOption],
+    needs: Sequence[ClassNeed],
+    replicas: Mapping[str, int],
+    routing: Mapping[str, Mapping[str, float]],
+) -> bool:
+    """Whether this split serves every class fully on eligible tiers with each tier's load
+    within the tightest limit of the classes it serves, on `replicas` (bounds and budget
+    aside: `holds` checks those)."""
+    tiers = {o.name: o for o in options}
+    if set(replicas) != set(tiers):
+        return False
     active = {n.name: n for n in needs if n.rate_rps > 0 and n.max_utilization}
     split = {c: {t: s for t, s in routing.get(c, {}).items() if s > 0} for c in active}
     load = dict.fromkeys(tiers, 0.0)

@@ -3,16 +3,23 @@
 The optimizer splits what it serves of each class over tiers; `shed_overflow` decides
 where an under-served class's remainder goes, `stabilization.route_on_ready` moves
 traffic only onto Ready replicas (make before break), and `weights_for` turns shares into
-integer weights that sum to 100, keeping the live weights when the change is rounding.
+integer weights that sum to 100, keeping the live weights when the change is rounding;
+`settle` keeps every class's live weights when they moved by a few points only and still
+carry the planned demand on the Ready replicas (no route write, no Event, no flapping).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from gpufleet.planning.classes import ClassCapacity
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.stabilization import integer_weights
+
+# Points per tier under which the pool's live weights are kept, if they still carry the
+# demand: a demand that wobbles a few percent moves the optimizer's split of a class over
+# tiers filled to their limit by a few points, back and forth every pass.
+SETTLE_POINTS = 5
 
 
 def shed_overflow(
@@ -91,3 +98,28 @@ def weights_for(
                 choice = next((n for n in names if target.get(n, 0) > 0), None)
             weights = {choice: 100} if choice else {}
     return {n: weights.get(n, 0) for n in names}
+
+
+def settle(
+    inputs: Inputs,
+    weights: Mapping[str, Mapping[str, int]],
+    carries: Callable[[Mapping[str, Mapping[str, float]]], bool],
+) -> Mapping[str, Mapping[str, int]]:
+    """The live weights of every class instead of `weights` when each class's weights
+    moved by at most SETTLE_POINTS on any tier and the live split still `carries` the
+    planned demand (each tier within its limit on its Ready replicas); `weights` otherwise.
+    All classes or none: the tiers' loads depend on every class's split."""
+    live = {name: inputs.previous_weights(name) for name in weights}
+    for name, new in weights.items():
+        old = live[name]
+        if sum(old.values()) != 100 or sum(new.values()) != 100:
+            return weights
+        if max(abs(new.get(t, 0) - old.get(t, 0)) for t in set(new) | set(old)) > SETTLE_POINTS:
+            return weights
+    if all(dict(live[n]) == {t: w for t, w in weights[n].items() if w} for n in weights):
+        return weights  # nothing moved
+    shares = {n: {t: w / 100.0 for t, w in live[n].items() if w} for n in weights}
+    if not carries(shares):
+        return weights
+    names = inputs.names
+    return {n: {t: live[n].get(t, 0) for t in names} for n in weights}
