@@ -21,7 +21,6 @@ def export_pool(
 ) -> None:
     """Set every gauge of the pool from this pass (status written, observation read)."""
     ns, name = pool.metadata.namespace, pool.metadata.name
-    g = telemetry.pool_gauges
     replicas: dict[Labels, float] = {}
     tier_values: dict[str, dict[Labels, float]] = {
         "tier_ttft": {},
@@ -50,12 +49,12 @@ def export_pool(
         if tier.lead_time_seconds is not None:
             tier_values["lead_time"][key] = tier.lead_time_seconds
         tier_values["capacity_factor"][key] = tier.capacity_factor_percent / 100
-    telemetry.replace_pool_series(telemetry.replicas, ns, name, replicas)
+    telemetry.replace_pool_series("replicas", ns, name, replicas)
     for gauge, values in tier_values.items():
-        telemetry.replace_pool_series(g[gauge], ns, name, values)
+        telemetry.replace_pool_series(gauge, ns, name, values)
 
     telemetry.replace_pool_series(
-        telemetry.weights,
+        "weights",
         ns,
         name,
         {(ns, name, c.name, w.tier): w.weight for c in status.classes for w in c.weights},
@@ -70,16 +69,16 @@ def export_pool(
     }
     for gauge, value in money.items():
         telemetry.replace_pool_series(
-            g[gauge], ns, name, {} if value is None else {(ns, name): float(value)}
+            gauge, ns, name, {} if value is None else {(ns, name): float(value)}
         )
     cost = status.cost_per_hour
     telemetry.replace_pool_series(
-        telemetry.cost, ns, name, {} if cost is None else {(ns, name): float(cost)}
+        "cost", ns, name, {} if cost is None else {(ns, name): float(cost)}
     )
     available = 1.0 if seen.metrics is MetricsState.AVAILABLE else 0.0
-    telemetry.replace_pool_series(g["metrics_available"], ns, name, {(ns, name): available})
+    telemetry.replace_pool_series("metrics_available", ns, name, {(ns, name): available})
     telemetry.replace_pool_series(
-        g["condition"],
+        "condition",
         ns,
         name,
         {
@@ -93,7 +92,6 @@ def _export_classes(
     telemetry: Telemetry, pool: InferencePool, status: InferencePoolStatus, seen: Observation
 ) -> None:
     ns, name = pool.metadata.namespace, pool.metadata.name
-    g = telemetry.pool_gauges
     by_class = {c.name: c for c in status.classes}
     values: dict[str, dict[Labels, float]] = {
         "class_objective": {},
@@ -121,4 +119,4 @@ def _export_classes(
         if current.demand_tokens_per_second is not None:
             values["class_demand"][key] = current.demand_tokens_per_second
     for gauge, by_labels in values.items():
-        telemetry.replace_pool_series(g[gauge], ns, name, by_labels)
+        telemetry.replace_pool_series(gauge, ns, name, by_labels)

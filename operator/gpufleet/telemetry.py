@@ -22,8 +22,6 @@ class Telemetry:
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
-        # Per pool, the label values of the series it set in each gauge.
-        self._pool_series: dict[tuple[str, str], dict[Gauge, set[tuple[str, ...]]]] = {}
         self.reconcile_seconds = Histogram(
             "gpufleet_reconcile_duration_seconds",
             "Time of one reconcile pass (observe, plan, apply, status).",
@@ -97,65 +95,9 @@ class Telemetry:
             ["verb", "resource", "code"],
             registry=self.registry,
         )
-        self.replicas = Gauge(
-            "gpufleet_pool_replicas",
-            "Replicas per pool and tier, by state: desired, ready, starting (scheduled, not "
-            "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve), "
-            "margin (for a preemptible tier's expected node losses).",
-            ["namespace", "pool", "tier", "state"],
-            registry=self.registry,
-        )
-        self.weights = Gauge(
-            "gpufleet_pool_weight",
-            "Traffic weight per pool, class and tier (0-100).",
-            ["namespace", "pool", "traffic_class", "tier"],
-            registry=self.registry,
-        )
-        self.cost = Gauge(
-            "gpufleet_pool_cost_per_hour_dollars",
-            "Cost of the desired replicas per hour.",
-            ["namespace", "pool"],
-            registry=self.registry,
-        )
-        pool, tier, cls = ["namespace", "pool"], ["namespace", "pool", "tier"], CLASS_LABELS
-        gauges = (
-            ("class_objective", "gpufleet_pool_class_objective_ttft_seconds", cls,
-             "The class's P99 time-to-first-token objective."),
-            ("class_ttft", "gpufleet_pool_class_ttft_p99_seconds", cls,
-             "Observed P99 time to first token of the class (worst tier it is sent to)."),
-            ("class_attainment", "gpufleet_pool_class_attainment_ratio", cls,
-             "Share of the class's first tokens within its objective over the last metrics "
-             "window (0-1; the objective asks for 0.99)."),
-            ("class_attainment_exact", "gpufleet_pool_class_attainment_exact", cls,
-             "1 when the attainment was read at a TTFT bucket bound equal to the objective, "
-             "0 when it was interpolated between two bounds."),
-            ("class_demand", "gpufleet_pool_class_demand_tokens_per_second", cls,
-             "Demand of the class the operator planned for (prompt plus generated)."),
-            ("cost_per_mtok", "gpufleet_pool_cost_per_million_tokens_dollars", pool,
-             "Cost per million tokens served at the desired replicas."),
-            ("target_per_mtok", "gpufleet_pool_objective_cost_per_million_tokens_dollars", pool,
-             "The pool's maxCostPerMillionTokens objective."),
-            ("target_per_hour", "gpufleet_pool_objective_cost_per_hour_dollars", pool,
-             "The pool's maxHourlyCost budget."),
-            ("reserve_cost", "gpufleet_pool_reserve_cost_per_hour_dollars", pool,
-             "Cost per hour of the replicas held as burst reserve."),
-            ("tier_ttft", "gpufleet_pool_tier_ttft_p99_seconds", tier,
-             "Observed P99 time to first token of the tier over the last metrics window."),
-            ("tier_tokens", "gpufleet_pool_tier_tokens_per_second", tier,
-             "Observed throughput of the tier, prompt plus generated tokens per second."),
-            ("lead_time", "gpufleet_pool_tier_lead_time_seconds", tier,
-             "Learned time from a replica's pod created to Ready: what a scale-up takes."),
-            ("capacity_factor", "gpufleet_pool_tier_capacity_factor_ratio", tier,
-             "A replica's estimated capacity over its profile's (feedback; 1 = the profile)."),
-            ("metrics_available", "gpufleet_pool_metrics_available", pool,
-             "1 when the pool's vLLM metrics were read and fresh this pass, else 0."),
-            ("condition", "gpufleet_pool_condition", [*pool, "type", "reason"],
-             "The pool's conditions: 1 when True, 0 when False or Unknown, with the reason."),
-        )  # fmt: skip
-        self.pool_gauges: dict[str, Gauge] = {
-            key: Gauge(name, doc, labels, registry=self.registry)
-            for key, name, labels, doc in gauges
-        }
+        # Every pool's series, read at scrape time from plain values (see PoolSeries).
+        self.pool_series = PoolSeries()
+        self.registry.register(self.pool_series)
         self.shards_held = Gauge(
             "gpufleet_shards_held",
             "Shards of the pools this process holds and reconciles (with --shards above 1).",
@@ -177,28 +119,96 @@ class Telemetry:
         )
 
     def replace_pool_series(
-        self,
-        gauge: Gauge,
-        namespace: str,
-        pool: str,
-        values: Mapping[tuple[str, ...], float],
+        self, gauge: str, namespace: str, pool: str, values: Mapping[tuple[str, ...], float]
     ) -> None:
-        """The pool's series of `gauge` become exactly `values` (label values in label
-        order): the ones it set before and not now are removed. The pool's series are
-        kept in an index, so this costs the pool's own series, not every pool's (reading
-        them back from the gauge would make each pass cost as much as the fleet)."""
-        held = self._pool_series.setdefault((namespace, pool), {})
-        for labels in held.get(gauge, set()) - values.keys():
-            gauge.remove(*labels)
-        for labels, value in values.items():
-            gauge.labels(*labels).set(value)
-        held[gauge] = set(values)
+        """The pool's series of `gauge` (a key of POOL_GAUGES) become exactly `values`
+        (label values in label order, namespace and pool first)."""
+        self.pool_series.replace(gauge, namespace, pool, values)
 
     def forget_pool(self, namespace: str, pool: str) -> None:
         """Drop a deleted pool's gauges so /metrics does not show ghosts."""
-        for gauge, series in self._pool_series.pop((namespace, pool), {}).items():
-            for labels in series:
-                gauge.remove(*labels)
+        self.pool_series.forget(namespace, pool)
+
+
+_POOL, _TIER, _CLASS = ("namespace", "pool"), ("namespace", "pool", "tier"), tuple(CLASS_LABELS)
+# The pools' gauges: key, metric name, labels, help.
+POOL_GAUGES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
+    ("replicas", "gpufleet_pool_replicas", (*_TIER, "state"),
+     "Replicas per pool and tier, by state: desired, ready, starting (scheduled, not "
+     "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve), "
+     "margin (for a preemptible tier's expected node losses)."),
+    ("weights", "gpufleet_pool_weight", (*_POOL, "traffic_class", "tier"),
+     "Traffic weight per pool, class and tier (0-100)."),
+    ("cost", "gpufleet_pool_cost_per_hour_dollars", _POOL,
+     "Cost of the desired replicas per hour."),
+    ("class_objective", "gpufleet_pool_class_objective_ttft_seconds", _CLASS,
+     "The class's P99 time-to-first-token objective."),
+    ("class_ttft", "gpufleet_pool_class_ttft_p99_seconds", _CLASS,
+     "Observed P99 time to first token of the class (worst tier it is sent to)."),
+    ("class_attainment", "gpufleet_pool_class_attainment_ratio", _CLASS,
+     "Share of the class's first tokens within its objective over the last metrics "
+     "window (0-1; the objective asks for 0.99)."),
+    ("class_attainment_exact", "gpufleet_pool_class_attainment_exact", _CLASS,
+     "1 when the attainment was read at a TTFT bucket bound equal to the objective, "
+     "0 when it was interpolated between two bounds."),
+    ("class_demand", "gpufleet_pool_class_demand_tokens_per_second", _CLASS,
+     "Demand of the class the operator planned for (prompt plus generated)."),
+    ("cost_per_mtok", "gpufleet_pool_cost_per_million_tokens_dollars", _POOL,
+     "Cost per million tokens served at the desired replicas."),
+    ("target_per_mtok", "gpufleet_pool_objective_cost_per_million_tokens_dollars", _POOL,
+     "The pool's maxCostPerMillionTokens objective."),
+    ("target_per_hour", "gpufleet_pool_objective_cost_per_hour_dollars", _POOL,
+     "The pool's maxHourlyCost budget."),
+    ("reserve_cost", "gpufleet_pool_reserve_cost_per_hour_dollars", _POOL,
+     "Cost per hour of the replicas held as burst reserve."),
+    ("tier_ttft", "gpufleet_pool_tier_ttft_p99_seconds", _TIER,
+     "Observed P99 time to first token of the tier over the last metrics window."),
+    ("tier_tokens", "gpufleet_pool_tier_tokens_per_second", _TIER,
+     "Observed throughput of the tier, prompt plus generated tokens per second."),
+    ("lead_time", "gpufleet_pool_tier_lead_time_seconds", _TIER,
+     "Learned time from a replica's pod created to Ready: what a scale-up takes."),
+    ("capacity_factor", "gpufleet_pool_tier_capacity_factor_ratio", _TIER,
+     "A replica's estimated capacity over its profile's (feedback; 1 = the profile)."),
+    ("metrics_available", "gpufleet_pool_metrics_available", _POOL,
+     "1 when the pool's vLLM metrics were read and fresh this pass, else 0."),
+    ("condition", "gpufleet_pool_condition", (*_POOL, "type", "reason"),
+     "The pool's conditions: 1 when True, 0 when False or Unknown, with the reason."),
+)  # fmt: skip
+
+
+class PoolSeries(Collector):
+    """Every pool's gauges as plain values, turned into metrics when scraped.
+
+    A thousand pools set some 35,000 series; as prometheus_client Gauge children (an
+    object and a lock each) they took some 40 MiB, as plain tuples a fraction of it. Each
+    pass replaces its own pool's values whole, so a series the pool no longer has goes
+    (no ghosts), at the cost of that pool's series only."""
+
+    def __init__(self) -> None:
+        self._values: dict[tuple[str, str], dict[str, dict[tuple[str, ...], float]]] = {}
+
+    def replace(
+        self, gauge: str, namespace: str, pool: str, values: Mapping[tuple[str, ...], float]
+    ) -> None:
+        if gauge not in _KEYS:
+            raise KeyError(f"no pool gauge {gauge!r}")
+        held = self._values.setdefault((namespace, pool), {})
+        held[gauge] = {tuple(labels): float(value) for labels, value in values.items()}
+
+    def forget(self, namespace: str, pool: str) -> None:
+        self._values.pop((namespace, pool), None)
+
+    def collect(self) -> Iterator[Metric]:
+        pools = list(self._values.values())  # passes replace values from other threads
+        for key, name, labels, doc in POOL_GAUGES:
+            family = GaugeMetricFamily(name, doc, labels=list(labels))
+            for held in pools:
+                for label_values, value in list(held.get(key, {}).items()):
+                    family.add_metric(list(label_values), value)
+            yield family
+
+
+_KEYS = frozenset(key for key, *_ in POOL_GAUGES)
 
 
 class _SolverCaches(Collector):

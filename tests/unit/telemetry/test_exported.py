@@ -116,7 +116,7 @@ def test_a_plan_that_fails_is_timed_too() -> None:
 
 def test_a_pool_s_series_are_replaced_without_touching_another_pool_s() -> None:
     telemetry = Telemetry()
-    gauge = telemetry.pool_gauges["lead_time"]
+    gauge = "lead_time"
     telemetry.replace_pool_series(
         gauge, "ns", "a", {("ns", "a", "h100"): 1.0, ("ns", "a", "rtx"): 2.0}
     )
