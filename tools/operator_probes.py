@@ -191,6 +191,10 @@ class StatusWrites:
                 seq.append(write.by)
         return runs
 
+    def latest(self) -> dict[str, str]:
+        """Per pool, the replica that wrote its status last."""
+        return {pool: seq[-1] for pool, seq in self.writers().items()}
+
     def returns(self) -> int:
         """Pools whose status went back to a replica that had handed it over: two replicas
         writing one pool in turn (never expected: a shard moves once and not back)."""

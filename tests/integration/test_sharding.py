@@ -1,18 +1,16 @@
 """Sharded operator replicas on the real plane: disjoint shares, takeover, rebalance.
 
 Each replica is a real `gpufleet run --shards 4` process; the shards are real Leases. A
-pool's `status.observedBy` names the replica that wrote its status last: sampled all
-along, it shows which replica reconciled each pool, and that no pool went back and forth
-(a replica started first holds every shard until the next one's member Lease shows up,
-then hands half over: one move per pool, never back). A watch on the pools records every
-status write besides, with its writer and time: no pool is ever written by a replica it
-has moved away from, and after a kill no survivor writes a pool within an interval of the
-dead replica's last write (the Lease must expire first).
+pool's `status.observedBy` names the replica that wrote its status last. A watch on the
+pools records every status write with its writer and time: it shows which replica
+reconciled each pool, that no pool went back and forth (a replica started first holds every
+shard until the next one's member Lease shows up, then hands half over: one move per pool,
+never back), and that after a kill no survivor writes a pool within an interval of the dead
+replica's last write (the Lease must expire first).
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,6 @@ import pytest
 from kubernetes import client
 from tools.operator_probes import StatusWrites
 
-from gpufleet.api.constants import GROUP, PLURAL, VERSION
 from gpufleet.sharding import shard_of
 from tests.harness import OperatorProcess, create_pool, wait_for
 from tests.pools import pool
@@ -33,42 +30,6 @@ SHARDS = 4
 POOLS = [f"p{i}" for i in range(8)]
 LEASE_SECONDS = 15  # the keeper's Lease duration
 RENEW_SECONDS = 5
-
-
-class Observer:
-    """Samples every pool's observedBy twice a second, keeping each pool's changes."""
-
-    def __init__(self, api: Any, namespace: str) -> None:
-        self.custom = client.CustomObjectsApi(api)
-        self.namespace = namespace
-        self.history: dict[str, list[str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> Observer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.5):
-            try:
-                items = self.custom.list_namespaced_custom_object(
-                    GROUP, VERSION, self.namespace, PLURAL
-                )["items"]
-            except client.ApiException:
-                continue
-            for item in items:
-                by = (item.get("status") or {}).get("observedBy")
-                seen = self.history.setdefault(item["metadata"]["name"], [])
-                if by and (not seen or seen[-1] != by):
-                    seen.append(by)
-
-    def now(self) -> dict[str, str]:
-        return {name: seen[-1] for name, seen in self.history.items() if seen}
 
 
 def replica(plane: Any, namespace: str, log: Path) -> OperatorProcess:
@@ -106,10 +67,10 @@ def pools(kube_api: Any, crd: None, namespace: str) -> Iterator[list[str]]:
     yield POOLS
 
 
-def owned_as_leased(api: Any, namespace: str, observer: Observer) -> bool:
+def owned_as_leased(api: Any, namespace: str, writes: StatusWrites) -> bool:
     """Every pool observed by the holder of its shard's Lease."""
     lease = holders(api, namespace)
-    seen = observer.now()
+    seen = writes.latest()
     return len(seen) == len(POOLS) and all(
         lease.get(shard_of(namespace, name, SHARDS)) == by for name, by in seen.items()
     )
@@ -121,20 +82,20 @@ def test_two_replicas_split_the_shards_and_one_takes_over_when_the_other_dies(
     a = replica(plane, namespace, tmp_path / "a.log")
     b = replica(plane, namespace, tmp_path / "b.log")
     try:
-        with Observer(kube_api, namespace) as observer, StatusWrites(kube_api, namespace) as writes:
+        with StatusWrites(kube_api, namespace) as writes:
             wait_for("2 shards each", lambda: held(a) == 2 and held(b) == 2, 60)
             wait_for(
                 "every pool reconciled by its shard's holder",
-                lambda: owned_as_leased(kube_api, namespace, observer),
+                lambda: owned_as_leased(kube_api, namespace, writes),
                 60,
             )
-            before = observer.now()
+            before = writes.latest()
             writers = {by.rsplit("-", 1)[1] for by in before.values()}
             assert writers == {identity(a)[1:], identity(b)[1:]}, "both reconcile some pools"
-            settled = {name: len(seen) for name, seen in observer.history.items()}
+            settled = {name: len(seen) for name, seen in writes.writers().items()}
             time.sleep(3 * 5)  # three intervals: no pool changes writer
-            assert {n: len(seen) for n, seen in observer.history.items()} == settled, (
-                observer.history
+            assert {n: len(seen) for n, seen in writes.writers().items()} == settled, (
+                writes.writers()
             )
 
             a.kill()
@@ -143,14 +104,14 @@ def test_two_replicas_split_the_shards_and_one_takes_over_when_the_other_dies(
             took = time.monotonic() - killed
             wait_for(
                 "a's pools reconciled by b",
-                lambda: all(by.endswith(identity(b)) for by in observer.now().values()),
+                lambda: all(by.endswith(identity(b)) for by in writes.latest().values()),
                 30,
             )
             # Each pool changed hands at most once since, from a to b, never back.
-            for name, seen in observer.history.items():
+            for name, seen in writes.writers().items():
                 assert len(seen) - settled[name] <= 1, (name, seen)
                 assert seen[-1].endswith(identity(b)), (name, seen)
-            moved = sum(len(seen) > settled[n] for n, seen in observer.history.items())
+            moved = sum(len(seen) > settled[n] for n, seen in writes.writers().items())
             assert moved > 0
             print(f"\nb held every shard {took:.1f} s after a was killed; {moved} pools moved")
             assert took <= LEASE_SECONDS + 2 * RENEW_SECONDS + 5
@@ -169,11 +130,11 @@ def test_a_replica_that_joins_gets_its_share_and_no_pool_has_two_writers(
     a = replica(plane, namespace, tmp_path / "a.log")
     b = c = None
     try:
-        with Observer(kube_api, namespace) as observer, StatusWrites(kube_api, namespace) as writes:
+        with StatusWrites(kube_api, namespace) as writes:
             wait_for("a to hold every shard", lambda: held(a) == SHARDS, 60)
             wait_for(
                 "every pool reconciled by a",
-                lambda: owned_as_leased(kube_api, namespace, observer),
+                lambda: owned_as_leased(kube_api, namespace, writes),
                 60,
             )
             b = replica(plane, namespace, tmp_path / "b.log")
@@ -187,13 +148,13 @@ def test_a_replica_that_joins_gets_its_share_and_no_pool_has_two_writers(
             took = time.monotonic() - started
             wait_for(
                 "every pool reconciled by its shard's holder",
-                lambda: owned_as_leased(kube_api, namespace, observer),
+                lambda: owned_as_leased(kube_api, namespace, writes),
                 60,
             )
             leases = holders(kube_api, namespace)
             assert len(leases) == SHARDS and len(set(leases.values())) == 3
             # A pool moves from a to its new holder once and never back.
-            for name, seen in observer.history.items():
+            for name, seen in writes.writers().items():
                 assert len(seen) == len(set(seen)) <= 2, (name, seen)
             time.sleep(5)
             assert writes.returns() == 0, writes.writers()  # every write, not samples
