@@ -57,6 +57,7 @@ class Reason(StrEnum):
     INSUFFICIENT_CAPACITY = "InsufficientCapacity"
     COST_ABOVE_TARGET = "CostAboveTarget"
     NO_ELIGIBLE_TIER = "NoEligibleTier"
+    PROMPTS_TOO_LONG = "PromptsTooLong"
     # MetricsAvailable
     METRICS_FOUND = "MetricsFound"
     PROMETHEUS_UNREACHABLE = "PrometheusUnreachable"
@@ -236,6 +237,20 @@ class DemandForecast(StatusModel):
     updated_at: datetime = Field(description="The pass that last updated it.")
 
 
+class PromptLengths(StatusModel):
+    """A class's prompt lengths over its recent requests, condensed (planning.prompts)."""
+
+    mean_tokens: float = Field(description="Mean prompt length, tokens.")
+    requests: float = Field(description="Requests the shares summarize (a running count).")
+    share_at_most: list[float] = Field(
+        description=(
+            "Share of prompts at most each multiple of the mean long: the multiples 0.05, "
+            "0.1, 0.2, 0.3, 0.5, 0.7, 1, 1.4, 2, 2.8, 4, 5.6, 8, 11, 16, 23, 32 and 50."
+        )
+    )
+    updated_at: datetime = Field(description="The pass that last updated it.")
+
+
 class TierWeight(StatusModel):
     """A tier's share of a class's traffic."""
 
@@ -274,6 +289,9 @@ class ClassStatus(StatusModel):
             "Share of the class's prompts that no tier can prefill within the objective even "
             "idle, in percent (from the tiers' prompt-length histograms)."
         ),
+    )
+    prompt_lengths: PromptLengths | None = Field(
+        default=None, description="The class's prompt lengths, as its P99 is planned for them."
     )
 
 

@@ -63,6 +63,14 @@ def money(value: float | None) -> str | None:
     return f"{value:.4g}"
 
 
+def _unservable(decided: ClassPlan | None, before: ClassStatus | None) -> int | None:
+    """Percent of the class's prompts no tier prefills in time; the last known value when
+    this pass did not plan for its prompts."""
+    if decided is None or decided.unservable_share is None:
+        return before.unservable_percent if before else None
+    return round(decided.unservable_share * 100)
+
+
 def _ms(seconds: float | None) -> int | None:
     return None if seconds is None else round(seconds * 1000)
 
@@ -146,6 +154,7 @@ def build_status(
         decided_class = plan.classes.get(traffic_class.name)
         weights = decided_class.weights if decided_class else {}
         demand = decided_class.demand_tokens_per_second if decided_class else None
+        before = next((c for c in previous.classes if c.name == traffic_class.name), None)
         classes.append(
             ClassStatus(
                 name=traffic_class.name,
@@ -164,6 +173,10 @@ def build_status(
                 backlog_tokens=round(decided_class.backlog_tokens)
                 if decided_class and decided_class.backlog_tokens > 0
                 else None,
+                unservable_percent=_unservable(decided_class, before),
+                prompt_lengths=decided_class.prompt_lengths
+                if decided_class
+                else (before.prompt_lengths if before else None),
             )
         )
 

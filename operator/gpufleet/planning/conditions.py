@@ -24,6 +24,9 @@ from gpufleet.api.types import InferencePoolSpec, decimal
 from gpufleet.planning.records import MetricsState, Observation, Plan, TierPlan, Verdict
 
 MAX_MESSAGE = 1000  # conditions and Events allow 1024
+# A P99 objective lets 1% of requests be slower: beyond that share of prompts out of every
+# tier's reach, the objective cannot hold whatever the fleet.
+UNSERVABLE_ALLOWED = 0.01
 
 _METRICS_REASONS = {
     MetricsState.AVAILABLE: Reason.METRICS_FOUND,
@@ -109,6 +112,18 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
     if plan.awaiting_metrics:
         return Verdict(None, Reason.AWAITING_METRICS, metrics(observation).message)
     failures: list[tuple[Reason, str]] = []
+    for cls in spec.traffic_classes:
+        unservable = plan.classes[cls.name].unservable_share
+        if unservable is not None and unservable > UNSERVABLE_ALLOWED:
+            failures.append(
+                (
+                    Reason.PROMPTS_TOO_LONG,
+                    f"{cls.name}: {unservable:.0%} of its prompts take longer than "
+                    f"{cls.ttft_p99_objective_milliseconds} ms to prefill on every tier, even "
+                    "idle; no replica can serve them in time (shorten them, relax the "
+                    "objective, or add a faster tier)",
+                )
+            )
     for cls in spec.traffic_classes:
         relaxed = plan.classes[cls.name].best_effort_ttft_p99_seconds
         if relaxed is not None:

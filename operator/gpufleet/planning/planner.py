@@ -44,6 +44,7 @@ from gpufleet.planning.leadtime import LeadTime, lead_times
 from gpufleet.planning.optimizer import Solution, TierOption, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.prompts import ClassPrompts, for_pass
 from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
 from gpufleet.planning.replicas import asks, keep_serving, protect_traffic, within_budget
 from gpufleet.planning.routing import shed_overflow, weights_for
@@ -71,6 +72,7 @@ class Fleet:
     bounds: TierBounds
     leads: Mapping[str, LeadTime]  # tier -> created-to-Ready time, learned or the prior
     losses: Mapping[str, hedging.TierLoss]  # preemptible tier -> node loss evidence
+    prompts: ClassPrompts  # class -> its prompt lengths, learned, and what no tier reaches
 
 
 def plan(spec: InferencePoolSpec, observation: Observation, previous: InferencePoolStatus) -> Plan:
@@ -92,11 +94,13 @@ def derive_fleet(inputs: Inputs) -> Fleet:
             missing[tier.name] = str(why)
     factors = capacity_factors(inputs, profiled)
     models = {n: m.with_capacity_factor(factors[n] / 100.0) for n, m in profiled.items()}
+    prompts = for_pass(inputs, models)
     return Fleet(
         models=models,
         factors=factors,
         missing_profile=missing,
         capacities=class_capacities(inputs.classes, models),
+        prompts=prompts,
         bounds=tier_bounds(inputs, models),
         leads=lead_times(inputs, models),
         losses=hedging.learn(inputs),
@@ -334,6 +338,8 @@ def _finish(
             best_effort_ttft_p99_seconds=fleet.capacities[c.name].best_effort_seconds,
             forecast=forecasts.get(c.name),
             backlog_tokens=inputs.observation.class_backlog_tokens.get(c.name, 0.0),
+            prompt_lengths=fleet.prompts.lengths.get(c.name),
+            unservable_share=fleet.prompts.unservable.get(c.name),
         )
         for c in inputs.classes
     }

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
 
-from gpufleet.api.status import NodeLoss, Reason, Sizing
+from gpufleet.api.status import NodeLoss, PromptLengths, Reason, Sizing
 from gpufleet.planning.forecast import ClassForecast
 
 
@@ -170,6 +170,9 @@ class ClassPlan:
     best_effort_ttft_p99_seconds: float | None = None
     forecast: ClassForecast | None = None  # what the pass expected and planned for
     backlog_tokens: float = 0.0  # tokens of its requests waiting in the queues
+    prompt_lengths: PromptLengths | None = None  # learned (gpufleet.planning.prompts)
+    # Share of its prompts no tier prefills within the objective even idle (None: unknown).
+    unservable_share: float | None = None
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,10 @@ def test_more_demand_never_yields_less_capacity(world: World, factor: float) -> 
         if c.priority == top:
             served_low = world.demand[c.name] * low.classes[c.name].served_fraction
             served_high = world.demand[c.name] * factor * high.classes[c.name].served_fraction
-            assert served_high >= served_low * (1 - 1e-4) or _shares_priority(world, c.name)
+            # HiGHS holds a served share to its feasibility tolerance: at a capped tier the
+            # high-demand share is small, and 1e-6 of it is a few hundredths of a token/s.
+            slack = 1e-4 * served_low + 1e-5 * world.demand[c.name] * factor
+            assert served_high >= served_low - slack or _shares_priority(world, c.name)
 
 
 def _shares_priority(world: World, name: str) -> bool:
