@@ -105,6 +105,10 @@ def tier_distribution(seen: TierObservation) -> Distribution | None:
     finite = sorted((b, s) for b, s in seen.prompt_share_at_most.items() if math.isfinite(b))
     if not finite:
         return None
+    if finite[-1][1] < 1.0:
+        # The +Inf bucket: vLLM's last 1-2-5 bound is at most max_model_len and at least 40%
+        # of it, so these prompts lie within 2.5x of it; spread them up to twice it.
+        finite.append((2 * finite[-1][0], 1.0))
     return Distribution(tuple(finite), seen.prompt_tokens_per_second / seen.requests_per_second)
 
 

@@ -26,6 +26,7 @@ from gpufleet.planning.prompts import (
     Distribution,
     learn,
     longest_within,
+    tier_distribution,
     usable,
 )
 from gpufleet.planning.records import TierObservation
@@ -73,6 +74,16 @@ def test_shares_between_bounds_are_log_linear() -> None:
     assert d.share_at_most(50.0) == pytest.approx(0.1)  # linear from zero below the first
     assert d.share_at_most(5000.0) == 1.0
     assert d.share_at_most(0.0) == 0.0
+
+
+def test_prompts_above_the_last_bound_are_spread_up_to_twice_it() -> None:
+    seen = TierObservation(
+        name="h100", **histogram({1000.0: 0.5, 2000.0: 0.7, 5000.0: 0.9}, rps=10.0)
+    )
+    d = tier_distribution(seen)
+    assert d is not None
+    assert 0.9 < d.share_at_most(7000.0) < 1.0
+    assert d.share_at_most(10000.0) == 1.0
 
 
 def test_learned_from_the_tier_a_class_alone_is_sent_to() -> None:
