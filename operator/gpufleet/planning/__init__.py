@@ -8,7 +8,8 @@ Where each thing is decided:
 - each condition: a named check in `conditions` (ready, objectives, metrics, degraded,
   routing);
 - class demand and class P99 from per-tier readings: `observed.observe_classes` (with
-  `demand`), for the operator and the simulator alike;
+  `demand`), for the operator and the simulator alike; each class's prompt lengths, and
+  the share no tier can serve in time, from the tiers' prompt histograms: `prompts`;
 - what a replica can do: `capacity.ReplicaModel`, built by `profiles.replica_model` from the
   built-in table (`profile_data`, derived by tools/derive_profiles.py, fitted by `fitting`)
   or the tier's own profile.
