@@ -8,6 +8,10 @@ Each pass reads what the tier showed over the last interval (`signal`):
   loosest objective it serves (the smallest TTFT bucket bound at or above it), and at
   least two requests were. Every class on the tier has an objective at or below that
   bound, so some class surely missed its P99.
+- Prompts too long to reach a bound on an idle replica (`prompts.beyond_reach`, from the
+  tier's own prompt histogram) are slow whatever the capacity: their share is taken off the
+  share slower than the bound before SLOW is judged, so long prompts never shrink the
+  factor (which would buy replicas that cannot make them faster).
 - FAST: under 1% were slower than the *lower* bracket of the tightest objective it serves
   (the largest bucket bound below it): every class is surely within, with margin.
 - WITHIN: anything in between: hold.
@@ -41,10 +45,11 @@ The factor then moves (`next_capacity_factor`) in gentle, bounded steps:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
 
 from gpufleet.api.types import Tier, TrafficClass
+from gpufleet.planning import prompts
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.records import MetricsState, TierObservation
@@ -87,19 +92,25 @@ def signal(
     tightest_seconds: float,
     loosest_seconds: float,
     requests: float | None = None,
+    beyond_reach: Callable[[float], float] | None = None,
 ) -> Signal:
     """What a tier's latency over the last interval says about its capacity estimate.
 
     `fraction_above`: bucket bound -> share of first tokens slower (may be empty);
-    `requests`: how many first tokens the shares are over (None: unknown).
+    `requests`: how many first tokens the shares are over (None: unknown);
+    `beyond_reach(seconds)`: the share of its requests whose prompt alone takes longer than
+    that to first token on an idle replica; no capacity makes them faster, so SLOW counts
+    only what is slow beyond them.
     """
     if fraction_above:
         below, upper = brackets(fraction_above, loosest_seconds)
         lower, _ = brackets(fraction_above, tightest_seconds)
         if upper is not None:
-            slow = fraction_above[upper]
+            allowed = beyond_reach(upper) if beyond_reach else 0.0
+            slow = fraction_above[upper] - allowed
             if slow <= TAIL and below is not None:  # inside the bucket: the tail's estimate
                 slow = _inside(fraction_above, below, upper, loosest_seconds, requests)
+                slow -= beyond_reach(loosest_seconds) if beyond_reach else 0.0
                 slow = slow if slow > INSIDE_TAIL else 0.0
             enough = requests is None or slow * requests >= MIN_SLOW_REQUESTS - 1e-9
             if slow > TAIL and enough:
@@ -180,12 +191,14 @@ def _tier_factor(inputs: Inputs, tier: Tier, model: ReplicaModel, percent: int) 
         if seen.requests_per_second is None
         else seen.requests_per_second * inputs.spec.scaling.interval_seconds
     )
+    current = model.with_capacity_factor(percent / 100.0)
     evidence = signal(
         fraction_above=seen.ttft_fraction_above,
         p99_seconds=seen.ttft_p99_seconds,
         tightest_seconds=min(objectives),
         loosest_seconds=max(objectives),
         requests=requests,
+        beyond_reach=lambda seconds: prompts.beyond_reach(seen, current, seconds),
     )
     if evidence is not Signal.SLOW:
         return next_capacity_factor(percent, evidence)

@@ -94,7 +94,7 @@ def derive_fleet(inputs: Inputs) -> Fleet:
             missing[tier.name] = str(why)
     factors = capacity_factors(inputs, profiled)
     models = {n: m.with_capacity_factor(factors[n] / 100.0) for n, m in profiled.items()}
-    prompts = for_pass(inputs, models)
+    prompts = for_pass(inputs, profiled)  # "even idle": at the profile's own speed
     return Fleet(
         models=models,
         factors=factors,

@@ -18,15 +18,12 @@ From the learned distribution, per class (`for_pass`): the share of its prompts 
 tier prefills within the objective even when idle (the profile's zero-load P99 for that
 length: the bound the simulator reports as each class's ceiling). No fleet serves them in
 time, whatever it buys, so status shows that share (`unservablePercent`) and ObjectivesMet
-names it (reason PromptsTooLong) instead of blaming capacity. The learned shares are a
-running mix over about MEMORY_REQUESTS requests, kept in status (`promptLengths`), so that
-a quiet interval or a restart does not lose them; under MIN_REQUESTS learned, nothing is
-concluded.
-
-Measured and not done (BENCHMARKS.md, the simulator's suite): planning each class's P99 at
-its tail prompt rather than its mean, and letting feedback allow the slow first tokens of
-prompts out of a tier's reach. With the fitted queueing curve, the first over-bought and
-thrashed on bursts, and the second cut batch attainment on the flash crowd by 4.6 points.
+names it (reason PromptsTooLong) instead of blaming capacity. Feedback does the same per
+tier (`beyond_reach`, from the prompts the tier itself served): the first tokens those
+prompts make slow are not read as "the tier is slow" (`feedback.signal`). The learned
+shares are a running mix over about MEMORY_REQUESTS requests, kept in status
+(`promptLengths`), so that a quiet interval or a restart does not lose them; under
+MIN_REQUESTS learned, nothing is concluded.
 """
 
 from __future__ import annotations
@@ -237,3 +234,12 @@ def for_pass(inputs: Inputs, models: Mapping[str, ReplicaModel]) -> ClassPrompts
         reach = max(longest_within(m, cls.objective_seconds) for m in models.values())
         unservable[cls.name] = 1.0 - distribution.share_at_most(reach)
     return ClassPrompts(lengths, unservable)
+
+
+def beyond_reach(seen: TierObservation, model: ReplicaModel, seconds: float) -> float:
+    """Share of the prompts a tier served over the last interval that take longer than
+    `seconds` to first token even on an idle replica (0 without a histogram)."""
+    distribution = tier_distribution(seen)
+    if distribution is None:
+        return 0.0
+    return 1.0 - distribution.share_at_most(longest_within(model, seconds))

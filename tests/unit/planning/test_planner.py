@@ -10,7 +10,7 @@ import pytest
 
 from gpufleet.api.status import Reason
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import conditions
+from gpufleet.planning import conditions, feedback
 from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
 from gpufleet.planning.planner import plan as planner_plan
 from gpufleet.planning.profiles import replica_model
@@ -711,6 +711,30 @@ def test_slow_first_tokens_do_not_shrink_what_capacity_cannot_explain(
     assert _feedback(100, **fields) == 100
     assert _feedback(100, **{**fields, "ttft_fraction_above": FAST}) == 100  # capped at 100
     assert _feedback(60, **{**fields, "ttft_fraction_above": FAST}) == 65  # growth is not held
+
+
+def test_prompts_too_long_for_the_tier_do_not_shrink_it() -> None:
+    # 5% of first tokens over 100 ms. Idle, the H100 prefills prompts up to ~1,565 tokens
+    # within 100 ms: when ~5.5% of its prompts are longer, those are the slow ones, and no
+    # replica would make them faster; when all are short, the tier is slow.
+    long = {500.0: 0.6, 1000.0: 0.9, 2000.0: 0.97, 5000.0: 1.0, float("inf"): 1.0}
+    short = {200.0: 0.5, 500.0: 1.0, float("inf"): 1.0}
+    seen = {"ttft_fraction_above": SLOW, "requests_per_second": PLANNED}
+    tokens = {"prompt_tokens_per_second": PLANNED * 700.0}
+    assert _feedback(100, **seen, **tokens, prompt_share_at_most=long) == 100
+    assert _feedback(100, **seen, **tokens, prompt_share_at_most=short) == 90
+    assert _feedback(100, **seen) == 90  # no histogram: as before
+
+
+def test_signal_judges_only_what_is_slow_beyond_the_prompts_out_of_reach() -> None:
+    shares = {0.08: 0.30, 0.1: 0.20, 1.0: 0.0, 2.5: 0.0}
+    judge = {"fraction_above": shares, "p99_seconds": None, "requests": 1000.0}
+    bounds = {"tightest_seconds": 0.1, "loosest_seconds": 0.1}
+    assert feedback.signal(**judge, **bounds) is feedback.Signal.SLOW
+    out_of_reach = {"beyond_reach": lambda seconds: 0.195 if seconds <= 0.1 else 0.0}
+    assert feedback.signal(**judge, **bounds, **out_of_reach) is not feedback.Signal.SLOW
+    fewer = {"beyond_reach": lambda seconds: 0.15 if seconds <= 0.1 else 0.0}
+    assert feedback.signal(**judge, **bounds, **fewer) is feedback.Signal.SLOW
 
 
 def test_slow_first_tokens_at_the_planned_load_from_token_rates_shrink() -> None:
