@@ -291,7 +291,8 @@ class ClassStatus(StatusModel):
         ),
     )
     prompt_lengths: PromptLengths | None = Field(
-        default=None, description="The class's prompt lengths, as its P99 is planned for them."
+        default=None,
+        description="The class's prompt lengths, learned from its tiers' prompt-length histograms.",
     )
 
 
