@@ -211,7 +211,7 @@ class ClassPrompts:
 
 def for_pass(inputs: Inputs, models: Mapping[str, ReplicaModel]) -> ClassPrompts:
     """Learn each class's prompt lengths from this pass's histograms, and the share out of
-    every tier's reach (`models`: the tiers' replica models, capacity factor applied)."""
+    every tier's reach (`models`: the tiers' replica models at their profile's speed)."""
     interval = float(inputs.spec.scaling.interval_seconds)
     lengths: dict[str, PromptLengths] = {}
     unservable: dict[str, float] = {}
