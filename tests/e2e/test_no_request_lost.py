@@ -70,17 +70,18 @@ def drain_seconds(loop: Loop, namespace: str, name: str) -> int:
 
 def quiet(loop: Loop, namespace: str, name: str, drain: int) -> Books:
     """The books once no replica of the pool is draining, every pod is Ready and the twin
-    serves exactly those. A deleted replica drains at most `drain` s after the twin's
-    next poll (0.5 s), then its rest is cut, so the wait is bounded by that plus the
-    polls of the twin and of this wait."""
+    serves exactly those pods (by name: until its next poll it still serves the ones just
+    deleted, whose drains it has not booked yet). A deleted replica drains at most `drain`
+    s after the twin's next poll (0.5 s), then its rest is cut, so the wait is bounded by
+    that plus the polls of the twin and of this wait."""
     core = client.CoreV1Api(loop.api)
 
     def done() -> Books | None:
         books = loop.books(namespace, name)
         pods = core.list_namespaced_pod(namespace, label_selector=f"gpufleet.dev/pool={name}")
-        ready = ready_pods(core, namespace, name)
-        serving = sum(loop.twin.serving(namespace, name).values())
-        if books.draining or len(pods.items) != len(ready) or serving != len(ready):
+        ready = {p.metadata.name for p in ready_pods(core, namespace, name)}
+        serving = loop.twin.serving_pods(namespace, name)
+        if books.draining or len(pods.items) != len(ready) or serving != ready:
             return None
         return books
 

@@ -48,6 +48,7 @@ import math
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -199,11 +200,12 @@ class FleetTwin:
     def serving(self, namespace: str, pool: str) -> dict[str, int]:
         """Serving replicas per tier, as the twin plays them now."""
         with self._lock:
-            out: dict[str, int] = {}
-            for r in self._replicas.values():
-                if r.key == (namespace, pool) and r.serving:
-                    out[r.info.tier] = out.get(r.info.tier, 0) + 1
-            return out
+            return self._serving_counts((namespace, pool))
+
+    def serving_pods(self, namespace: str, pool: str) -> set[str]:
+        """The names of the pods whose replicas serve, as the twin plays them now."""
+        with self._lock:
+            return {r.info.name for r in self._serving((namespace, pool))}
 
     def routed(self, namespace: str, pool: str) -> dict[str, dict[str, int]]:
         """Requests per class and backend tier so far (failed ones under tier '')."""
@@ -351,12 +353,11 @@ class FleetTwin:
             del self._routes[key]
         self._write_targets()
 
+    def _serving(self, key: tuple[str, str]) -> list[TwinReplica]:
+        return [r for r in self._replicas.values() if r.key == key and r.serving]
+
     def _serving_counts(self, key: tuple[str, str]) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for r in self._replicas.values():
-            if r.key == key and r.serving:
-                out[r.info.tier] = out.get(r.info.tier, 0) + 1
-        return out
+        return dict(Counter(r.info.tier for r in self._serving(key)))
 
     def _retire(self, replica: TwinReplica, at: float) -> None:
         """Its pod was deleted: it takes no new request and drains what it has (vLLM's
