@@ -116,11 +116,18 @@ class Model(BaseModel):
 
 
 class Accelerator(StrEnum):
-    """GPU models with a built-in performance profile, or Custom with the tier's own."""
+    """GPU models with a built-in performance profile, or Custom with the tier's own.
+
+    H100 PCIe and RTX 4090 profiles are measured (io.net runs); the others are derived by
+    the first-principles model (gpufleet.planning.derived)."""
 
     H100_PCIE = "H100-PCIe-80GB"
     H100_SXM = "H100-SXM-80GB"
+    H200_SXM = "H200-SXM-141GB"
+    A100_SXM = "A100-SXM-80GB"
+    L40S = "L40S"
     RTX4090 = "RTX4090"
+    RTX5090 = "RTX5090"
     CUSTOM = "Custom"
 
 
@@ -488,7 +495,12 @@ class Tier(Model):
     )
     accelerator: Accelerator = Field(
         strict=False,
-        description="GPU model: H100-PCIe-80GB, H100-SXM-80GB, RTX4090, or Custom with a profile.",
+        description=(
+            "GPU model, which picks the built-in performance profile: measured for "
+            "H100-PCIe-80GB and RTX4090; derived from the datasheet and the io.net "
+            "calibration for H100-SXM-80GB, H200-SXM-141GB, A100-SXM-80GB, L40S and RTX5090; "
+            "or Custom with the tier's own profile."
+        ),
     )
     gpus_per_replica: int = Field(
         default=1,

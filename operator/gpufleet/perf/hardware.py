@@ -161,6 +161,9 @@ GPUS: dict[str, Gpu] = {
 ALIASES: dict[str, str] = {
     "NVIDIA-H100-PCIe": "H100-PCIe",
     "H100-PCIe-80GB": "H100-PCIe",
+    "H100-SXM-80GB": "H100-SXM",
+    "H200-SXM-141GB": "H200",
+    "A100-SXM-80GB": "A100-80GB",
     "H100": "H100-SXM",
     "NVIDIA-GeForce-RTX-4090": "RTX-4090",
     "RTX4090": "RTX-4090",

@@ -11,14 +11,11 @@ When nothing fits, `replica_model` raises `ProfileNotFound` and the planner trea
 tier as eligible for no class, saying why.
 
 Stated assumptions (not measured; each documented where it is used):
-- H100-SXM-80GB has no measurements: it uses the H100 PCIe profile unchanged. The SXM card
-  has 1.3x the dense FP16 compute (989 vs 756 TFLOPS) and 1.6x the memory bandwidth
-  (3.35 vs 2.0 TB/s), so this understates it; its profiles say `measured=False`.
 - Board power for energy (spec TDP, all GPUs at full power, an upper bound): H100 PCIe
-  350 W, H100 SXM 700 W, RTX 4090 450 W.
+  350 W, H100 SXM 700 W, H200 700 W, A100 400 W, L40S 350 W, RTX 4090 450 W, RTX 5090 575 W.
 - Prefill throughput, which splits a request's time between prefill and decode and makes
   TTFT grow with prompt length: dense FP16 tensor TFLOPS x GPUs x 40% utilization
-  / (2 x parameters) tokens/s (H100 PCIe 756, H100 SXM 989, RTX 4090 165 TFLOPS). The
+  / (2 x parameters) tokens/s (the datasheets' dense rates, as gpufleet.perf.hardware). The
   resulting prefill share is capped at half the reference request's time and at 80% of the
   zero-load P99. For a Custom accelerator, half the zero-load P99 is prefill.
 - Model load time (replica start to Ready, for the simulator): 60 s (container start,
@@ -36,6 +33,7 @@ from dataclasses import dataclass
 
 from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
 from gpufleet.planning.capacity import Fit, ReplicaModel
+from gpufleet.planning.derived import NotDerivable, move
 from gpufleet.planning.fitting import BuiltinProfile, MeasuredPoint, fit_points
 from gpufleet.planning.profile_data import PROFILES
 
@@ -55,21 +53,20 @@ class AcceleratorSpec:
     watts: float
     dense_fp16_tflops: float
     memory_gigabytes: float
-    profile_from: Accelerator  # whose measurements it uses
-    note: str = ""
+    profile_from: Accelerator  # whose measurements it uses (moved when not itself)
 
 
+# Board power, dense FP16/BF16 tensor TFLOPS, memory (GB): gpufleet.perf.hardware's rows.
 ACCELERATORS: dict[Accelerator, AcceleratorSpec] = {
     Accelerator.H100_PCIE: AcceleratorSpec(350.0, 756.0, 80.0, Accelerator.H100_PCIE),
-    Accelerator.H100_SXM: AcceleratorSpec(
-        700.0,
-        989.0,
-        80.0,
-        Accelerator.H100_PCIE,
-        note="derived: no SXM measurements, H100 PCIe numbers used unchanged (SXM is faster)",
-    ),
+    Accelerator.H100_SXM: AcceleratorSpec(700.0, 989.0, 80.0, Accelerator.H100_PCIE),
+    Accelerator.H200_SXM: AcceleratorSpec(700.0, 989.0, 141.0, Accelerator.H100_PCIE),
+    Accelerator.A100_SXM: AcceleratorSpec(400.0, 312.0, 80.0, Accelerator.H100_PCIE),
+    Accelerator.L40S: AcceleratorSpec(350.0, 362.0, 48.0, Accelerator.RTX4090),
     Accelerator.RTX4090: AcceleratorSpec(450.0, 165.0, 24.0, Accelerator.RTX4090),
+    Accelerator.RTX5090: AcceleratorSpec(575.0, 209.5, 32.0, Accelerator.RTX4090),
 }
+MEASURED = (Accelerator.H100_PCIE, Accelerator.RTX4090)
 
 SIZE_CLASSES: dict[str, float] = {"1.5B": 1.5, "8B": 8.0, "14B": 14.0, "32B": 32.0, "70B": 70.0}
 
@@ -121,6 +118,8 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
             f"{where}: {params:g}B fp16 weights do not fit in {memory:.0f} GB; "
             "raise gpusPerReplica or set tiers[].profile"
         )
+    if tier.accelerator != spec.profile_from:
+        return _moved(tier, size, params, spec)
     row = builtin_profile(tier.accelerator, size, tier.gpus_per_replica)
     if row is None:
         raise ProfileNotFound(
@@ -129,8 +128,6 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
     source = f"io.net vLLM 0.8.5: {row.model} on {row.gpus}x {row.accelerator}"
     if row.gpus != tier.gpus_per_replica:
         source += f" (fewest measured GPUs <= {tier.gpus_per_replica}, extra GPUs not credited)"
-    if spec.note:
-        source += f"; {tier.accelerator.value} {spec.note}"
     return _build(
         name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
         fit=row.fit,
@@ -141,8 +138,50 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
         measured_on=(spec.profile_from, row.gpus),
         watts_per_gpu=spec.watts,
         load_seconds=model_load_seconds(params),
-        measured=tier.accelerator == spec.profile_from,
+        measured=True,
         source=source,
+    )
+
+
+def _moved(tier: Tier, size: str, params: float, spec: AcceleratorSpec) -> ReplicaModel:
+    """A GPU type io.net never measured: its family's row moved by gpufleet.perf."""
+    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+    families = [spec.profile_from] + [a for a in MEASURED if a != spec.profile_from]
+    rows = [
+        p for a in families for p in PROFILES if p.accelerator == a.value and p.size_class == size
+    ]
+    if not rows:
+        raise ProfileNotFound(
+            f"{where}: no built-in profile for {size} models; set tiers[].profile"
+        )
+    # The family's row on the fewest GPUs: the most direct measurement, and the engine
+    # models tensor parallelism on the target's own links (a 4090's host-staged all-reduce
+    # and its host lag are not another card's).
+    family = [p for p in rows if p.accelerator == rows[0].accelerator]
+    row = min(family, key=lambda p: p.gpus)
+    try:
+        moved = move(
+            row.fit,
+            model_name=row.model,
+            prompt=row.prompt_tokens,
+            output=row.output_tokens,
+            source=(row.accelerator, row.gpus),
+            target=(tier.accelerator.value, tier.gpus_per_replica),
+        )
+    except NotDerivable as error:
+        raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+    return _build(
+        name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
+        fit=moved.fit,
+        prompt_tokens=row.prompt_tokens,
+        output_tokens=row.output_tokens,
+        gpus=tier.gpus_per_replica,
+        params=row.parameters_billions,
+        measured_on=(tier.accelerator, tier.gpus_per_replica),
+        watts_per_gpu=spec.watts,
+        load_seconds=model_load_seconds(params),
+        measured=False,
+        source=moved.note(f"{row.model} on {row.gpus}x {row.accelerator} (io.net)"),
     )
 
 

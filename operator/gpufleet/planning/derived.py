@@ -1,0 +1,154 @@
+"""Profiles for GPU types io.net never measured: a measured row moved by gpufleet.perf.
+
+The built-in table (`profile_data`) holds what io.net measured on H100 PCIe and RTX 4090. A tier
+of another GPU type that `gpufleet.perf` knows (H100 SXM, H200, A100 80GB, L40S, RTX 5090) takes
+the measured row of its family and size class (datacenter HBM cards from the H100 PCIe, GDDR
+cards from the RTX 4090) and moves it by the ratios that gpufleet.perf's iteration-level vLLM
+engine, timed by a roofline over the datasheets and the model's shape, computes between the two
+replicas, both serving the row's model at the row's request shape:
+
+- saturation, by the ratio of sustained throughput: requests completed per second while a
+  backlog keeps the engine at its largest batch (the middle half of 600 requests offered at
+  twice the rate at which the whole KV cache decodes at full batch, so neither the first
+  prefills nor the drain of the last long outputs count);
+- the queueing term, by the inverse of that ratio: it scales with the time a request holds
+  the replica, as it does within one profile (`ReplicaModel._queue_seconds`); the exponent
+  and the benchmark's sharpness stay the row's;
+- P99 TTFT and mean TPOT at zero load, by the engine's ratios at 1/64 of that rate.
+
+Ratios, not the engine's own numbers, so a moved tier and a measured tier of one pool differ
+by physics only: the row's measurement (and the way the table's benchmark understates a fast
+replica's saturation, see BENCHMARKS.md) carries over to both alike. A GPU type with no runs
+has no fitted efficiencies either: its engine uses `gpufleet.perf.calibration.DEFAULT`, typical
+shares of peak, and the profile says so; it is never presented as measured.
+
+Cost: about 0.1-0.2 s of engine time per (GPU type, model, GPU count), cached for the process.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from gpufleet.perf.calibration import calibration
+from gpufleet.perf.capacity import decode_bound_rps
+from gpufleet.perf.engine import EngineResult, simulate
+from gpufleet.perf.hardware import gpu
+from gpufleet.perf.models import model
+from gpufleet.perf.roofline import Replica
+from gpufleet.perf.workload import benchmark_workload
+from gpufleet.planning.capacity import Fit
+
+SATURATED_REQUESTS = 600
+SATURATED_OFFERED = 2.0  # x the decode bound
+IDLE_REQUESTS = 200
+IDLE_OFFERED = 1 / 64  # x the decode bound
+
+
+class NotDerivable(LookupError):
+    """gpufleet.perf cannot model this replica: unknown GPU or model, or no room for KV."""
+
+
+@dataclass(frozen=True)
+class EngineNumbers:
+    """What the engine says about one replica at one request shape."""
+
+    gpu: str  # gpufleet.perf's name for the GPU type
+    calibrated: bool  # the GPU type's efficiencies were fitted on io.net runs
+    throughput_rps: float  # sustained completions per second under a backlog
+    idle_ttft_p99_seconds: float
+    idle_tpot_seconds: float
+
+
+@dataclass(frozen=True)
+class Moved:
+    """A measured fit moved to another replica."""
+
+    fit: Fit
+    throughput_ratio: float
+    target: EngineNumbers
+
+    def note(self, row: str) -> str:
+        how = (
+            "efficiencies fitted on io.net runs"
+            if self.target.calibrated
+            else "no runs of this GPU type: typical efficiencies, not fitted"
+        )
+        return (
+            f"derived by gpufleet.perf from {row}: {self.throughput_ratio:.2f}x its sustained "
+            f"throughput on {self.target.gpu} ({how})"
+        )
+
+
+def engine_numbers(
+    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+) -> EngineNumbers:
+    """The engine's numbers for `gpus` x `accelerator` serving `model_name` (NotDerivable)."""
+    return _numbers(accelerator, model_name, gpus, round(prompt, 1), round(output, 1))
+
+
+@functools.lru_cache(maxsize=128)
+def _numbers(
+    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+) -> EngineNumbers:
+    try:
+        card, arch = gpu(accelerator), model(model_name)
+    except KeyError as error:
+        raise NotDerivable(str(error.args[0])) from None
+    cal = calibration(card.name)
+    replica = Replica(card, arch, gpus, cal.efficiency)
+    if not replica.fits():
+        raise NotDerivable(
+            f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name} "
+            f"({card.memory_gib:g} GiB each)"
+        )
+    bound = decode_bound_rps(replica, prompt, output) / 1.5
+    busy = _run(replica, bound * SATURATED_OFFERED, SATURATED_REQUESTS, prompt, output)
+    done = np.sort(busy.finish[~np.isnan(busy.finish)])
+    if len(done) < SATURATED_REQUESTS // 2:
+        raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: most requests never served")
+    lo, hi = len(done) // 4, 3 * len(done) // 4
+    throughput = (hi - lo) / max(float(done[hi] - done[lo]), 1e-9)
+    idle = _run(replica, bound * IDLE_OFFERED, IDLE_REQUESTS, prompt, output)
+    ttft = np.where(np.isnan(idle.ttft), np.inf, idle.ttft)
+    tpot = idle.tpot[~np.isnan(idle.tpot)]
+    return EngineNumbers(
+        gpu=card.name,
+        calibrated=cal.measured,
+        throughput_rps=throughput,
+        idle_ttft_p99_seconds=float(np.percentile(ttft, 99)),
+        idle_tpot_seconds=float(np.mean(tpot)) if len(tpot) else 0.0,
+    )
+
+
+def _run(replica: Replica, rate: float, n: int, prompt: float, output: float) -> EngineResult:
+    work = benchmark_workload(rate, n, prompt, output)
+    return simulate(replica, work.arrivals, work.prompts, work.outputs)
+
+
+def move(
+    fit: Fit,
+    *,
+    model_name: str,
+    prompt: float,
+    output: float,
+    source: tuple[str, int],
+    target: tuple[str, int],
+) -> Moved:
+    """`fit`, measured on `source` (accelerator, GPUs), moved to `target` (NotDerivable)."""
+    was = engine_numbers(source[0], model_name, source[1], prompt, output)
+    now = engine_numbers(target[0], model_name, target[1], prompt, output)
+    speed = now.throughput_rps / was.throughput_rps
+    ttft = now.idle_ttft_p99_seconds / was.idle_ttft_p99_seconds
+    tpot = now.idle_tpot_seconds / was.idle_tpot_seconds if was.idle_tpot_seconds > 0 else 1.0
+    moved = replace(
+        fit,
+        saturation_rps=fit.saturation_rps * speed,
+        ttft_base_seconds=fit.ttft_base_seconds * ttft,
+        ttft_queue_seconds=fit.ttft_queue_seconds / speed,
+        tpot_base_seconds=fit.tpot_base_seconds * tpot,
+        tpot_queue_seconds=fit.tpot_queue_seconds * tpot,
+    )
+    return Moved(moved, speed, now)
