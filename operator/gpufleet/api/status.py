@@ -185,6 +185,21 @@ class TierStatus(StatusModel):
         default=None,
         description="A preemptible tier's node losses, learned online: what its margin is from.",
     )
+    profile: Text | None = Field(
+        default=None,
+        description=(
+            "Where the tier's performance profile comes from: the io.net runs it was fitted "
+            "on, the measured card a derived profile was moved from by the first-principles "
+            "model, or the tier's own points; why there is none when the tier has no profile."
+        ),
+    )
+    profile_measured: bool | None = Field(
+        default=None,
+        description=(
+            "False when the profile is derived (no run of this GPU type was measured), not "
+            "fitted on measurements of it."
+        ),
+    )
 
 
 class NodeLoss(StatusModel):

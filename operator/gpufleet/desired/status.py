@@ -146,6 +146,8 @@ def build_status(
                 reserve_replicas=decided.reserve_replicas,
                 margin_replicas=decided.margin_replicas,
                 node_loss=decided.node_loss,
+                profile=decided.profile,
+                profile_measured=decided.profile_measured,
             )
         )
 

@@ -362,6 +362,8 @@ def _finish(
                 fleet.losses.get(n), target[n] - margin.get(n, 0), fleet.leads[n].seconds
             ),
             node_loss=fleet.losses[n].state if n in fleet.losses else None,
+            profile=fleet.models[n].source if n in fleet.models else fleet.missing_profile.get(n),
+            profile_measured=fleet.models[n].measured if n in fleet.models else None,
         )
         for n in inputs.names
     }

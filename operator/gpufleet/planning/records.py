@@ -153,6 +153,9 @@ class TierPlan:
     margin_replicas: int = 0
     expected_losses: float = 0.0
     node_loss: NodeLoss | None = None
+    # Where the tier's replica model comes from (ReplicaModel.source), or why it has none.
+    profile: str | None = None
+    profile_measured: bool | None = None
 
 
 @dataclass(frozen=True)

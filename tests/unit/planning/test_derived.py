@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.api.types import Accelerator, ModelSpec
+from gpufleet.api.status import InferencePoolStatus, Reason
+from gpufleet.api.types import Accelerator, InferencePool, ModelSpec
+from gpufleet.desired.status import RoutingState, build_status
 from gpufleet.planning.derived import NotDerivable, engine_numbers, move
+from gpufleet.planning.planner import plan
 from gpufleet.planning.profile_data import PROFILES
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
-from tests.unit.planning.factories import LLAMA_8B, tier_spec
+from tests.pools import pool, tier
+from tests.unit.planning.factories import LLAMA_8B, batch, observe, realtime, tier_spec
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -82,3 +86,25 @@ def test_a_model_too_large_for_the_replica_is_refused_with_a_hint() -> None:
 def test_an_unknown_gpu_is_not_derivable() -> None:
     with pytest.raises(NotDerivable, match="unknown accelerator"):
         engine_numbers("TPU-v5e", "meta-llama/Meta-Llama-3-8B-Instruct", 1, *SHAPE)
+
+
+def test_status_says_which_tier_runs_on_a_derived_profile() -> None:
+    tiers = [
+        tier("sxm", "H100-SXM-80GB", minReplicas=1),
+        tier("rtx4090", "RTX4090", maxReplicas=16),
+        tier("l40s", "L40S"),
+    ]
+    body = pool(tiers=tiers, classes=[realtime(), batch()])
+    the_pool = InferencePool.model_validate(body)
+    s = the_pool.spec
+    seen = observe(s, {"realtime": 2000, "batch": 20000}, ready={"sxm": 1})
+    decided = plan(s, seen, InferencePoolStatus())
+    routing = RoutingState(True, Reason.ROUTE_APPLIED, "applied")
+    status = build_status(the_pool, seen, decided, routing, InferencePoolStatus())
+    by_name = {t.name: t for t in status.tiers}
+    assert by_name["rtx4090"].profile_measured is True
+    assert by_name["rtx4090"].profile is not None and "io.net" in by_name["rtx4090"].profile
+    for name in ("sxm", "l40s"):
+        assert by_name[name].profile_measured is False
+        assert by_name[name].profile is not None
+        assert by_name[name].profile.startswith("derived by gpufleet.perf from")
