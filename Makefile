@@ -96,12 +96,16 @@ bench-planner: install ## Planner: median plan time (4 tiers x 4 classes), 1,000
 bench-model: install ## GPU performance model vs all 130 io.net runs, cross-validated, Vidur; writes BENCHMARKS.md
 	$(PY) tools/bench_model.py
 
+.PHONY: bench-profiles
+bench-profiles: install ## Built-in profiles vs the first-principles engine; the derived GPU types; writes BENCHMARKS.md
+	$(PY) tools/bench_profiles.py
+
 .PHONY: bench-operator
 bench-operator: tools ## Operator: 1,000 pools on one process, 2,000 on 4 sharded replicas, one killed (~30 min)
 	$(PY) tools/bench_operator.py --pools 1000 --sharded-pools 2000 --replicas 4 --shards 8
 
 .PHONY: bench
-bench: bench-planner bench-model bench-sim bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
+bench: bench-planner bench-model bench-profiles bench-sim bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
 
 .PHONY: demo
 demo: tools ## The closed loop: plane, Prometheus, fleet twin and operator under a load story (~6 min)

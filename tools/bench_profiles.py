@@ -1,0 +1,165 @@
+"""The planner's built-in profiles against the first-principles engine (gpufleet.perf).
+
+Two tables, written to BENCHMARKS.md (`make bench-profiles`):
+
+1. Every measured row of the built-in table: its fitted saturation (the completed rate of
+   io.net's 200-request runs, as the planner reads it), the same fit made on the engine's
+   replay of those five runs (the method, with the engine in place of the GPU), and the
+   engine's sustained throughput (completions per second while a backlog keeps the batch
+   full: the middle half of 600 requests offered at twice the decode bound). The first two
+   agreeing and the third standing far above them says the benchmark's drain, not the GPU,
+   sets the table's saturation.
+2. The derived profiles (GPU types nobody measured): each moved from its family's row by
+   the engine's ratios (gpufleet.planning.derived), with its capacity at both objectives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT / "operator"), str(ROOT)]
+
+RATES = (1.0, 4.0, 8.0, 16.0, 32.0)
+DERIVED = (
+    ("H100-SXM-80GB", "meta-llama/Meta-Llama-3-8B-Instruct", 1),
+    ("H200-SXM-141GB", "meta-llama/Meta-Llama-3-8B-Instruct", 1),
+    ("A100-SXM-80GB", "meta-llama/Meta-Llama-3-8B-Instruct", 1),
+    ("L40S", "meta-llama/Meta-Llama-3-8B-Instruct", 1),
+    ("RTX5090", "meta-llama/Meta-Llama-3-8B-Instruct", 1),
+    ("H100-SXM-80GB", "meta-llama/Meta-Llama-3-70B-Instruct", 2),
+    ("H200-SXM-141GB", "meta-llama/Meta-Llama-3-70B-Instruct", 2),
+    ("L40S", "meta-llama/Meta-Llama-3-70B-Instruct", 4),
+)
+
+
+def _burst_fit(row):  # type: ignore[no-untyped-def]
+    """The table's method on the engine: the five 200-request runs, fitted alike."""
+    import numpy as np
+
+    from gpufleet.perf.calibration import calibration
+    from gpufleet.perf.engine import simulate
+    from gpufleet.perf.hardware import gpu
+    from gpufleet.perf.models import model
+    from gpufleet.perf.roofline import Replica
+    from gpufleet.perf.workload import benchmark_workload
+    from gpufleet.planning.fitting import MeasuredPoint, fit_points
+
+    card = gpu(row.accelerator)
+    replica = Replica(card, model(row.model), row.gpus, calibration(card.name).efficiency)
+    shape = row.prompt_tokens + row.output_tokens
+    points = []
+    for rate in RATES:
+        work = benchmark_workload(rate, 200, row.prompt_tokens, row.output_tokens)
+        result = simulate(replica, work.arrivals, work.prompts, work.outputs)
+        served = ~np.isnan(result.finish)
+        end = max(float(np.nanmax(result.finish)), work.min_duration)
+        completed = float(np.sum(served)) / end
+        ttft = np.where(np.isnan(result.ttft), np.inf, result.ttft)
+        tpot = result.tpot[~np.isnan(result.tpot)]
+        points.append(
+            MeasuredPoint(
+                rate,
+                completed,
+                float(np.percentile(ttft, 99)),
+                completed * shape,
+                float(np.mean(tpot)) if len(tpot) else None,
+            )
+        )
+    return fit_points(points).fit
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--no-write", action="store_true", help="print only")
+    args = parser.parse_args(argv)
+
+    from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.planning.derived import engine_numbers
+    from gpufleet.planning.profile_data import PROFILES
+    from gpufleet.planning.profiles import replica_model
+
+    started = time.perf_counter()
+    out = [
+        "## Built-in profiles against the first-principles engine",
+        "",
+        f"`make bench-profiles` ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "
+        "`python tools/bench_profiles.py`.",
+        "",
+        "Measured rows: the saturation the planner reads (fitted on io.net's five 200-request "
+        "runs), the same fit on the engine's replay of those runs, and the engine's sustained "
+        "throughput (the middle half of 600 requests offered at twice the decode bound, so "
+        "neither the first prefills nor the drain of the last long outputs count):",
+        "",
+        "| row | saturation (io.net fit) | saturation (engine, same method) | sustained "
+        "(engine) | sustained / io.net fit |",
+        "|---|---|---|---|---|",
+    ]
+    for row in PROFILES:
+        same = _burst_fit(row)
+        steady = engine_numbers(
+            row.accelerator, row.model, row.gpus, row.prompt_tokens, row.output_tokens
+        )
+        out.append(
+            f"| {row.accelerator} {row.size_class} x{row.gpus} ({row.model.split('/')[-1]}) "
+            f"| {row.fit.saturation_rps:.2f} req/s | {same.saturation_rps:.2f} req/s "
+            f"| {steady.throughput_rps:.2f} req/s "
+            f"| {steady.throughput_rps / row.fit.saturation_rps:.2f}x |"
+        )
+    out += [
+        "",
+        "The io.net fit and the engine's fit of the same runs agree within about 20% on the "
+        "single-GPU rows, while the sustained throughput stands well above both, the most on "
+        "the fastest replicas: a 200-request run at 32 req/s lasts about 6 s of arrivals "
+        "plus the drain of its longest outputs, so its completed rate cannot show a replica "
+        "much faster than that drain. The planner reads the table's saturation, so it "
+        "understates every replica, an H100 with an 8B model about 4x and an RTX 4090 about "
+        "1.5x: across the two families it credits the 4090 too much, until it reads the "
+        "engine's numbers directly. A derived profile is moved by sustained-throughput "
+        "ratios, so it carries its source row's understatement and compares fairly with "
+        "the measured profiles of its family (the same model on the same kind of card).",
+        "",
+        "Derived profiles (GPU types nobody measured), at the io.net request shape "
+        "(208 prompt / 215 output tokens):",
+        "",
+        "| tier | moved from | throughput ratio | saturation | capacity at 100 ms "
+        "| capacity at 2 s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for accelerator, name, gpus in DERIVED:
+        tier = Tier.model_validate(
+            {
+                "name": "t",
+                "accelerator": accelerator,
+                "gpusPerReplica": gpus,
+                "minReplicas": 0,
+                "maxReplicas": 1,
+                "pricePerGPUHour": "1.00",
+            }
+        )
+        m = replica_model(tier, ModelSpec(name=name))
+        p, o = m.prompt_tokens, m.output_tokens
+        frm = m.source.split(" from ", 1)[1].split(":", 1)[0]
+        ratio = m.source.split(": ", 1)[1].split("x its", 1)[0]
+        out.append(
+            f"| {accelerator} x{gpus} {name.split('/')[-1]} | {frm} | {ratio}x "
+            f"| {m.fit.saturation_rps:.2f} req/s | {m.capacity_rps(0.1, p, o):.2f} req/s "
+            f"| {m.capacity_rps(2.0, p, o):.2f} req/s |"
+        )
+    wall = time.perf_counter() - started
+    out += ["", f"Wall time {wall:.0f} s."]
+    text = "\n".join(out)
+    print(text)
+    if not args.no_write:
+        from tools.benchmarks_md import write_section
+
+        write_section("profiles", text)
+        print("Wrote the profiles section of BENCHMARKS.md")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
