@@ -75,6 +75,20 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     },
     "extra-arg-port-lookalike": {"spec.model.extraArgs": ["--disable-log-requests", "--hosted=x"]},
     "half-billion-model": {"spec.model.name": "Qwen/Qwen2.5-0.5B-Instruct"},
+    # gemma-2-9b's shape: hiddenSize 3584 is not 16 heads of 256, so headDim is given.
+    "architecture-with-head-dim": {
+        "spec.model.architecture": {
+            "numHiddenLayers": 42,
+            "hiddenSize": 3584,
+            "numAttentionHeads": 16,
+            "numKeyValueHeads": 8,
+            "headDim": 256,
+            "intermediateSize": 14336,
+            "vocabSize": 256000,
+            "tieWordEmbeddings": True,
+            "weightDtype": "fp8",
+        }
+    },
     "wildcard-hostname": {"spec.routing.hostnames": ["*.example.com", "llm.example.com"]},
     "env-name-with-dot-dash": {"spec.model.env[0].name": "my.var-1_X"},
     "request-equal-limit": {

@@ -11,6 +11,9 @@ Two tables, written to BENCHMARKS.md (`make bench-profiles`):
    sets the table's saturation.
 2. The derived profiles (GPU types nobody measured): each moved from its family's row by
    the engine's ratios (gpufleet.planning.derived), with its capacity at both objectives.
+3. Every io.net run of a model that is not its row's (a Qwen 7B on the Llama 3 8B row):
+   the planner's P99 TTFT at the run's completed rate and its completed rate, from the
+   profile moved to the run's model and from the row unchanged, against the measurement.
 """
 
 from __future__ import annotations
@@ -72,12 +75,97 @@ def _burst_fit(row):  # type: ignore[no-untyped-def]
     return fit_points(points).fit
 
 
+def _within(errors: list[float], bound: float) -> str:
+    return f"{sum(e <= bound for e in errors) / len(errors):.0%}" if errors else "-"
+
+
+def _other_models() -> list[str]:
+    """Table 3: runs of models that are not their row's, moved vs unchanged."""
+    import math
+
+    from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.perf.ionet import load_runs
+    from gpufleet.planning.profiles import ProfileNotFound, replica_model
+
+    runs = load_runs(ROOT.parent / "shared" / "data" / "iog-llm-inference-benchmarks")
+    out = [
+        "",
+        "io.net runs of a model that is not its row's model, each with the profile moved to "
+        "the run's model and with the row unchanged (P99 TTFT at the run's completed rate; "
+        "the completed rate the profile gives at the offered one):",
+        "",
+        "| run | GPUs | rate | P99 TTFT ms: measured / moved / row | completed req/s: "
+        "measured / moved / row |",
+        "|---|---|---|---|---|",
+    ]
+    errs: dict[str, list[float]] = {"p99 moved": [], "p99 row": [], "rps moved": [], "rps row": []}
+
+    def err(predicted: float, measured: float) -> float:
+        return abs(predicted / measured - 1) if math.isfinite(predicted) else math.inf
+
+    for run in runs:
+        accelerator = "H100-PCIe-80GB" if "H100" in run.gpu else "RTX4090"
+        tier = Tier.model_validate(
+            {
+                "name": "t",
+                "accelerator": accelerator,
+                "gpusPerReplica": run.gpus,
+                "minReplicas": 0,
+                "maxReplicas": 1,
+                "pricePerGPUHour": "1.00",
+            }
+        )
+        try:
+            spec = ModelSpec(name=run.model)
+        except ValueError:  # phi-4: no size in its name, 14B on its model card
+            spec = ModelSpec(name=run.model, parameters_billions=14)
+        try:
+            moved = replica_model(tier, spec)
+            size = round(float(moved.name.split("/")[1].removesuffix("B")))
+            plain = replica_model(tier, ModelSpec(name=f"unlisted-{size}B"))
+        except (ProfileNotFound, ValueError):
+            continue
+        if moved.measured:
+            continue
+        p, o = run.mean_prompt, run.mean_output
+        served = run.num_prompts / run.duration
+        measured = run.measured["p99TtftMs"] / 1e3
+        pm, pr = moved.ttft_p99_seconds(served, p, o), plain.ttft_p99_seconds(served, p, o)
+        sm, sr = moved.served_rps(run.rate, p, o), plain.served_rps(run.rate, p, o)
+        errs["p99 moved"].append(err(pm, measured))
+        errs["p99 row"].append(err(pr, measured))
+        errs["rps moved"].append(err(sm, served))
+        errs["rps row"].append(err(sr, served))
+        out.append(
+            f"| {run.key.removeprefix('vllm_200prompts').removesuffix('.json:1')} | {run.gpus} "
+            f"| {run.rate:g} | {measured * 1e3:.1f} / {pm * 1e3:.1f} / {pr * 1e3:.1f} "
+            f"| {served:.2f} / {sm:.2f} / {sr:.2f} |"
+        )
+    out += [
+        "",
+        f"Over these {len(errs['p99 moved'])} runs, P99 TTFT within 25% of the measurement: "
+        f"moved {_within(errs['p99 moved'], 0.25)}, row unchanged "
+        f"{_within(errs['p99 row'], 0.25)}; completed rate within 10%: moved "
+        f"{_within(errs['rps moved'], 0.10)}, row unchanged {_within(errs['rps row'], 0.10)}.",
+        "",
+        "The move reads P99 TTFT better. The completed rate of a 200-request run is capped by "
+        "its drain rather than by the replica, so moving by sustained-throughput ratios misses "
+        "it where the two models' KV-cache room differs: gemma-2-9b keeps 2.6x the KV bytes "
+        "per token than Llama 3 8B (the engine puts its sustained throughput at 0.57x), and "
+        "the FP8 Nemotron 70B leaves several times the room of a BF16 70B. Those are the misses in "
+        "the table; the 4090 tensor-parallel runs at 1-4 req/s are the host-lag anomaly "
+        "described in the model section.",
+    ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
     from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.perf.models import model
     from gpufleet.planning.derived import engine_numbers
     from gpufleet.planning.profile_data import PROFILES
     from gpufleet.planning.profiles import replica_model
@@ -101,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     for row in PROFILES:
         same = _burst_fit(row)
         steady = engine_numbers(
-            row.accelerator, row.model, row.gpus, row.prompt_tokens, row.output_tokens
+            row.accelerator, model(row.model), row.gpus, row.prompt_tokens, row.output_tokens
         )
         out.append(
             f"| {row.accelerator} {row.size_class} x{row.gpus} ({row.model.split('/')[-1]}) "
@@ -149,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {m.fit.saturation_rps:.2f} req/s | {m.capacity_rps(0.1, p, o):.2f} req/s "
             f"| {m.capacity_rps(2.0, p, o):.2f} req/s |"
         )
+    out += _other_models()
     wall = time.perf_counter() - started
     out += ["", f"Wall time {wall:.0f} s."]
     text = "\n".join(out)

@@ -204,6 +204,64 @@ OWNED_FLAGS_MESSAGE = (
 )
 
 
+class WeightDtype(StrEnum):
+    """How the checkpoint stores its linear layers' weights."""
+
+    BF16 = "bfloat16"
+    FP16 = "float16"
+    FP8 = "fp8"
+
+
+class ModelArchitecture(Model):
+    """A model's shape, as its Hugging Face config.json gives it (the names in camelCase)."""
+
+    model_config = cel(
+        (
+            "self.numAttentionHeads % self.numKeyValueHeads == 0",
+            "numKeyValueHeads must divide numAttentionHeads (grouped-query attention)",
+            ".numKeyValueHeads",
+        ),
+        (
+            "has(self.headDim) || self.hiddenSize % self.numAttentionHeads == 0",
+            "hiddenSize must be a multiple of numAttentionHeads, or set headDim",
+            ".headDim",
+        ),
+    )
+
+    num_hidden_layers: int = Field(ge=1, le=1000, description="Decoder layers.")
+    hidden_size: int = Field(ge=1, le=262_144, description="Hidden (model) dimension.")
+    num_attention_heads: int = Field(ge=1, le=1024, description="Query heads.")
+    num_key_value_heads: int = Field(
+        ge=1, le=1024, description="Key/value heads (equal to numAttentionHeads without GQA)."
+    )
+    intermediate_size: int = Field(ge=1, le=1_048_576, description="MLP inner dimension.")
+    vocab_size: int = Field(ge=1, le=10_000_000, description="Vocabulary size.")
+    head_dim: int | None = Field(
+        default=None, ge=1, le=1024, description="Per-head dimension; hiddenSize / heads if unset."
+    )
+    tie_word_embeddings: bool = Field(
+        default=False, description="Whether the LM head shares the embedding's weights."
+    )
+    weight_dtype: WeightDtype = Field(
+        default=WeightDtype.BF16,
+        strict=False,
+        description="Storage of the linear layers' weights: bfloat16, float16 or fp8.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelArchitecture:
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                "numKeyValueHeads: numKeyValueHeads must divide numAttentionHeads "
+                "(grouped-query attention)"
+            )
+        if self.head_dim is None and self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                "headDim: hiddenSize must be a multiple of numAttentionHeads, or set headDim"
+            )
+        return self
+
+
 class ModelSpec(Model):
     """The model every tier serves."""
 
@@ -250,6 +308,14 @@ class ModelSpec(Model):
             "Model size in billions of parameters, used to pick a performance profile and "
             "the model-load time. Defaults to the size in the model name (8B in "
             "Meta-Llama-3-8B-Instruct); required when the name carries none."
+        ),
+    )
+    architecture: ModelArchitecture | None = Field(
+        default=None,
+        description=(
+            "The model's shape (from its config.json), for the first-principles performance "
+            "model: it moves the built-in profile to this model. Not needed for a model it "
+            "knows by name (Llama, Qwen, Mistral, Gemma and the io.net models)."
         ),
     )
     extra_args: list[Arg] = Field(

@@ -139,6 +139,8 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "marginReplicas": result.tiers[t.name].margin_replicas,
                 "leadTimeSeconds": result.tiers[t.name].lead_time_seconds,
                 "profile": _profile(pool, t.name),
+                "profileSource": result.tiers[t.name].profile,
+                "profileMeasured": result.tiers[t.name].profile_measured,
             }
             for t in spec.tiers
         ],

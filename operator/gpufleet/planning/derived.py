@@ -1,11 +1,14 @@
-"""Profiles for GPU types io.net never measured: a measured row moved by gpufleet.perf.
+"""Profiles io.net never measured: a measured row moved by gpufleet.perf's ratios.
 
-The built-in table (`profile_data`) holds what io.net measured on H100 PCIe and RTX 4090. A tier
-of another GPU type that `gpufleet.perf` knows (H100 SXM, H200, A100 80GB, L40S, RTX 5090) takes
-the measured row of its family and size class (datacenter HBM cards from the H100 PCIe, GDDR
-cards from the RTX 4090) and moves it by the ratios that gpufleet.perf's iteration-level vLLM
-engine, timed by a roofline over the datasheets and the model's shape, computes between the two
-replicas, both serving the row's model at the row's request shape:
+The built-in table (`profile_data`) holds what io.net measured: H100 PCIe and RTX 4090
+replicas serving one model per size class. A tier gets a moved profile when its replica differs
+from the row it would use, in its GPU type (H100 SXM, H200, A100 80GB, L40S, RTX 5090: the
+family's row, HBM datacenter cards from the H100 PCIe, GDDR cards from the RTX 4090) or in its
+model (a Qwen 2.5 7B on the Llama 3 8B row: the pool's spec.model.architecture, else the
+architecture `gpufleet.perf.models` knows by name; a model it does not know keeps the row).
+The row is moved by the ratios that gpufleet.perf's iteration-level vLLM engine, timed by a
+roofline over the datasheets and the models' shapes, computes between the two replicas at the
+row's request shape:
 
 - saturation, by the ratio of sustained throughput: requests completed per second while a
   backlog keeps the engine at its largest batch (the middle half of 600 requests offered at
@@ -17,10 +20,13 @@ replicas, both serving the row's model at the row's request shape:
 - P99 TTFT and mean TPOT at zero load, by the engine's ratios at 1/64 of that rate.
 
 Ratios, not the engine's own numbers, so a moved tier and a measured tier of one pool differ
-by physics only: the row's measurement (and the way the table's benchmark understates a fast
-replica's saturation, see BENCHMARKS.md) carries over to both alike. A GPU type with no runs
-has no fitted efficiencies either: its engine uses `gpufleet.perf.calibration.DEFAULT`, typical
-shares of peak, and the profile says so; it is never presented as measured.
+by physics only, and the row's measurement carries over. What does not carry over is how the
+table's benchmark understates a replica's saturation (the completed rate of 200-request runs,
+capped by their drain: `make bench-profiles` puts numbers on it): a move keeps the row's
+understatement, which is closest to right within a family and a size class. A GPU type with
+no runs has no fitted efficiencies either: its engine uses
+`gpufleet.perf.calibration.DEFAULT`, typical shares of peak, and the profile says so. A moved
+profile is never presented as measured.
 
 Cost: about 0.1-0.2 s of engine time per (GPU type, model, GPU count), cached for the process.
 """
@@ -32,11 +38,12 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from gpufleet.api.types import ModelArchitecture, WeightDtype
 from gpufleet.perf.calibration import calibration
 from gpufleet.perf.capacity import decode_bound_rps
 from gpufleet.perf.engine import EngineResult, simulate
 from gpufleet.perf.hardware import gpu
-from gpufleet.perf.models import model
+from gpufleet.perf.models import ModelArch, model
 from gpufleet.perf.roofline import Replica
 from gpufleet.perf.workload import benchmark_workload
 from gpufleet.planning.capacity import Fit
@@ -56,6 +63,8 @@ class EngineNumbers:
     """What the engine says about one replica at one request shape."""
 
     gpu: str  # gpufleet.perf's name for the GPU type
+    gpus: int
+    model: str
     calibrated: bool  # the GPU type's efficiencies were fitted on io.net runs
     throughput_rps: float  # sustained completions per second under a backlog
     idle_ttft_p99_seconds: float
@@ -76,25 +85,55 @@ class Moved:
             if self.target.calibrated
             else "no runs of this GPU type: typical efficiencies, not fitted"
         )
+        t = self.target
         return (
             f"derived by gpufleet.perf from {row}: {self.throughput_ratio:.2f}x its sustained "
-            f"throughput on {self.target.gpu} ({how})"
+            f"throughput ({t.model} on {t.gpus}x {t.gpu}; {how})"
         )
 
 
+def arch_of(name: str) -> ModelArch | None:
+    """gpufleet.perf's architecture of the model `name`, None when it has none."""
+    try:
+        return model(name)
+    except KeyError:
+        return None
+
+
+def architecture(name: str, spec: ModelArchitecture) -> ModelArch:
+    """gpufleet.perf's architecture from a pool's spec.model.architecture."""
+    return ModelArch(
+        name=name,
+        layers=spec.num_hidden_layers,
+        hidden=spec.hidden_size,
+        heads=spec.num_attention_heads,
+        kv_heads=spec.num_key_value_heads,
+        intermediate=spec.intermediate_size,
+        vocab=spec.vocab_size,
+        weight_bytes=1.0 if spec.weight_dtype is WeightDtype.FP8 else 2.0,
+        tied_embeddings=spec.tie_word_embeddings,
+        head_dim=spec.head_dim or 0,
+    )
+
+
+def same_shape(a: ModelArch, b: ModelArch) -> bool:
+    """Whether two architectures compute alike (their names aside)."""
+    return replace(a, name="") == replace(b, name="")
+
+
 def engine_numbers(
-    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+    accelerator: str, arch: ModelArch, gpus: int, prompt: float, output: float
 ) -> EngineNumbers:
-    """The engine's numbers for `gpus` x `accelerator` serving `model_name` (NotDerivable)."""
-    return _numbers(accelerator, model_name, gpus, round(prompt, 1), round(output, 1))
+    """The engine's numbers for `gpus` x `accelerator` serving `arch` (NotDerivable)."""
+    return _numbers(accelerator, arch, gpus, round(prompt, 1), round(output, 1))
 
 
 @functools.lru_cache(maxsize=128)
 def _numbers(
-    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+    accelerator: str, arch: ModelArch, gpus: int, prompt: float, output: float
 ) -> EngineNumbers:
     try:
-        card, arch = gpu(accelerator), model(model_name)
+        card = gpu(accelerator)
     except KeyError as error:
         raise NotDerivable(str(error.args[0])) from None
     cal = calibration(card.name)
@@ -116,6 +155,8 @@ def _numbers(
     tpot = idle.tpot[~np.isnan(idle.tpot)]
     return EngineNumbers(
         gpu=card.name,
+        gpus=gpus,
+        model=arch.name,
         calibrated=cal.measured,
         throughput_rps=throughput,
         idle_ttft_p99_seconds=float(np.percentile(ttft, 99)),
@@ -128,18 +169,13 @@ def _run(replica: Replica, rate: float, n: int, prompt: float, output: float) ->
     return simulate(replica, work.arrivals, work.prompts, work.outputs)
 
 
-def move(
-    fit: Fit,
-    *,
-    model_name: str,
-    prompt: float,
-    output: float,
-    source: tuple[str, int],
-    target: tuple[str, int],
-) -> Moved:
-    """`fit`, measured on `source` (accelerator, GPUs), moved to `target` (NotDerivable)."""
-    was = engine_numbers(source[0], model_name, source[1], prompt, output)
-    now = engine_numbers(target[0], model_name, target[1], prompt, output)
+Side = tuple[str, ModelArch, int]  # accelerator, model, GPUs
+
+
+def move(fit: Fit, *, prompt: float, output: float, source: Side, target: Side) -> Moved:
+    """`fit`, measured on `source`, moved to `target` (NotDerivable)."""
+    was = engine_numbers(*source, prompt, output)
+    now = engine_numbers(*target, prompt, output)
     speed = now.throughput_rps / was.throughput_rps
     ttft = now.idle_ttft_p99_seconds / was.idle_ttft_p99_seconds
     tpot = now.idle_tpot_seconds / was.idle_tpot_seconds if was.idle_tpot_seconds > 0 else 1.0

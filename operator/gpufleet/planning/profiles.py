@@ -4,7 +4,15 @@ A tier's replica model comes from, in order:
 1. the tier's own `profile` (measured points in the spec), fitted at run time;
 2. the built-in table (`profile_data`, derived by `tools/derive_profiles.py` from the
    io.net / IOG Foundation vLLM 0.8.5 runs in ../shared/data/iog-llm-inference-benchmarks,
-   Apache-2.0), keyed by (accelerator, model size class, gpusPerReplica).
+   Apache-2.0), keyed by (accelerator, model size class, gpusPerReplica), for the GPU types
+   io.net measured (H100 PCIe, RTX 4090);
+3. for another GPU type (H100 SXM, H200, A100, L40S, RTX 5090), its family's measured row
+   (H100 PCIe for the HBM datacenter cards, RTX 4090 for the GDDR cards; the other one when
+   the family has no row of the size class) moved by the first-principles model's ratios
+   (`gpufleet.planning.derived`); such a profile says `measured=False`;
+4. on a measured card, a model other than the row's (a Qwen 2.5 7B on the Llama 3 8B row:
+   its spec.model.architecture, or gpufleet.perf's table by name) is moved to it the same
+   way, on the row's GPUs; a model of unknown shape keeps the row.
 When the table has the accelerator and size class but not the GPU count, the profile with
 the largest smaller GPU count is used (conservative: it credits the extra GPUs nothing).
 When nothing fits, `replica_model` raises `ProfileNotFound` and the planner treats the
@@ -32,8 +40,9 @@ import math
 from dataclasses import dataclass
 
 from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
+from gpufleet.perf.models import ModelArch
 from gpufleet.planning.capacity import Fit, ReplicaModel
-from gpufleet.planning.derived import NotDerivable, move
+from gpufleet.planning.derived import NotDerivable, arch_of, architecture, move, same_shape
 from gpufleet.planning.fitting import BuiltinProfile, MeasuredPoint, fit_points
 from gpufleet.planning.profile_data import PROFILES
 
@@ -113,13 +122,20 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
         raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile")
     size = size_class(params)
     memory = spec.memory_gigabytes * tier.gpus_per_replica * WEIGHT_MEMORY_FRACTION
-    if 2.0 * params > memory:
+    arch = pool_arch(model)
+    # 2 bytes a parameter, or less where the shape says the checkpoint is smaller (an FP8
+    # 70B fits where a BF16 one does not).
+    weights = 2.0 * params
+    if arch is not None and arch.weight_memory_bytes / 1e9 < weights:
+        weights = arch.weight_memory_bytes / 1e9
+    if weights > memory:
+        stored = f"{params:g}B fp16" if weights == 2.0 * params else f"{weights:.0f} GB of"
         raise ProfileNotFound(
-            f"{where}: {params:g}B fp16 weights do not fit in {memory:.0f} GB; "
+            f"{where}: {stored} weights do not fit in {memory:.0f} GB; "
             "raise gpusPerReplica or set tiers[].profile"
         )
     if tier.accelerator != spec.profile_from:
-        return _moved(tier, size, params, spec)
+        return _moved(tier, size, params, spec, arch)
     row = builtin_profile(tier.accelerator, size, tier.gpus_per_replica)
     if row is None:
         raise ProfileNotFound(
@@ -128,22 +144,48 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
     source = f"io.net vLLM 0.8.5: {row.model} on {row.gpus}x {row.accelerator}"
     if row.gpus != tier.gpus_per_replica:
         source += f" (fewest measured GPUs <= {tier.gpus_per_replica}, extra GPUs not credited)"
+    fit, measured = row.fit, True
+    measured_arch = arch_of(row.model)
+    if arch is not None and measured_arch is not None and not same_shape(arch, measured_arch):
+        # Another model than the one measured (a Qwen 7B on the Llama 3 8B row): moved to
+        # it on the same GPUs by the engine's ratios.
+        try:
+            moved = move(
+                row.fit,
+                prompt=row.prompt_tokens,
+                output=row.output_tokens,
+                source=(row.accelerator, measured_arch, row.gpus),
+                target=(row.accelerator, arch, row.gpus),
+            )
+        except NotDerivable as error:
+            raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+        fit, measured, source = moved.fit, False, moved.note(source)
     return _build(
         name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
-        fit=row.fit,
+        fit=fit,
         prompt_tokens=row.prompt_tokens,
         output_tokens=row.output_tokens,
         gpus=tier.gpus_per_replica,
-        params=row.parameters_billions,
+        params=row.parameters_billions if measured or arch is None else arch.params / 1e9,
         measured_on=(spec.profile_from, row.gpus),
         watts_per_gpu=spec.watts,
         load_seconds=model_load_seconds(params),
-        measured=True,
+        measured=measured,
         source=source,
     )
 
 
-def _moved(tier: Tier, size: str, params: float, spec: AcceleratorSpec) -> ReplicaModel:
+def pool_arch(model: ModelSpec) -> ModelArch | None:
+    """The pool's model as gpufleet.perf computes it: its spec.model.architecture, else the
+    architecture gpufleet.perf knows by name; None when neither says."""
+    if model.architecture is not None:
+        return architecture(model.name, model.architecture)
+    return arch_of(model.name)
+
+
+def _moved(
+    tier: Tier, size: str, params: float, spec: AcceleratorSpec, arch: ModelArch | None
+) -> ReplicaModel:
     """A GPU type io.net never measured: its family's row moved by gpufleet.perf."""
     where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
     families = [spec.profile_from] + [a for a in MEASURED if a != spec.profile_from]
@@ -159,14 +201,17 @@ def _moved(tier: Tier, size: str, params: float, spec: AcceleratorSpec) -> Repli
     # and its host lag are not another card's).
     family = [p for p in rows if p.accelerator == rows[0].accelerator]
     row = min(family, key=lambda p: p.gpus)
+    measured_arch = arch_of(row.model)
+    if measured_arch is None:  # every row's model is in gpufleet.perf's table
+        raise ProfileNotFound(f"{where}: no architecture for {row.model}; set tiers[].profile")
+    target = arch or measured_arch
     try:
         moved = move(
             row.fit,
-            model_name=row.model,
             prompt=row.prompt_tokens,
             output=row.output_tokens,
-            source=(row.accelerator, row.gpus),
-            target=(tier.accelerator.value, tier.gpus_per_replica),
+            source=(row.accelerator, measured_arch, row.gpus),
+            target=(tier.accelerator.value, target, tier.gpus_per_replica),
         )
     except NotDerivable as error:
         raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
@@ -176,7 +221,7 @@ def _moved(tier: Tier, size: str, params: float, spec: AcceleratorSpec) -> Repli
         prompt_tokens=row.prompt_tokens,
         output_tokens=row.output_tokens,
         gpus=tier.gpus_per_replica,
-        params=row.parameters_billions,
+        params=target.params / 1e9,
         measured_on=(tier.accelerator, tier.gpus_per_replica),
         watts_per_gpu=spec.watts,
         load_seconds=model_load_seconds(params),

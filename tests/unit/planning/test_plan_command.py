@@ -83,3 +83,20 @@ def test_missing_file_is_an_error_not_a_traceback(
 ) -> None:
     code, _, err = run(capsys, "-f", str(tmp_path / "absent.yaml"))
     assert code == 2 and "absent.yaml" in err
+
+
+def test_json_plan_says_which_profiles_are_derived(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    body = load_example()
+    body["spec"]["tiers"][0]["accelerator"] = "H200-SXM-141GB"
+    path = tmp_path / "h200.yaml"
+    path.write_text(yaml.safe_dump(body))
+    code, out, _ = run(capsys, "-f", str(path), "--demand", "realtime=2000", "--output", "json")
+    assert code == 0
+    tiers = {t["name"]: t for t in json.loads(out)["tiers"]}
+    assert tiers["h100"]["profile"].endswith("(derived)")
+    assert tiers["h100"]["profileMeasured"] is False
+    assert tiers["h100"]["profileSource"].startswith("derived by gpufleet.perf from")
+    assert tiers["rtx4090"]["profileMeasured"] is True
+    assert "io.net" in tiers["rtx4090"]["profileSource"]
