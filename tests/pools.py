@@ -75,6 +75,17 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     },
     "extra-arg-port-lookalike": {"spec.model.extraArgs": ["--disable-log-requests", "--hosted=x"]},
     "half-billion-model": {"spec.model.name": "Qwen/Qwen2.5-0.5B-Instruct"},
+    "custom-accelerator-by-datasheet": {
+        "spec.tiers[1].accelerator": "Custom",
+        "spec.tiers[1].gpu": {
+            "bf16TFLOPS": 1307,
+            "fp8TFLOPS": 2615,
+            "memoryBandwidthGBps": 5300,
+            "memoryGiB": 192,
+            "pcieGeneration": 5,
+            "boardPowerWatts": 750,
+        },
+    },
     # gemma-2-9b's shape: hiddenSize 3584 is not 16 heads of 256, so headDim is given.
     "architecture-with-head-dim": {
         "spec.model.architecture": {

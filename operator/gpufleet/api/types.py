@@ -540,6 +540,63 @@ class Resources(Model):
         return self
 
 
+class GpuDatasheet(Model):
+    """An accelerator gpufleet has no profile for, by its datasheet numbers."""
+
+    model_config = cel(
+        (
+            "!has(self.fp8TFLOPS) || self.fp8TFLOPS >= self.bf16TFLOPS",
+            "fp8TFLOPS must be at least bf16TFLOPS (dense rates, no sparsity)",
+            ".fp8TFLOPS",
+        ),
+    )
+
+    bf16_tflops: int = Field(
+        ge=1,
+        le=100_000,
+        alias="bf16TFLOPS",
+        description="Dense BF16/FP16 tensor TFLOPS with FP32 accumulate (without sparsity).",
+    )
+    fp8_tflops: int | None = Field(
+        default=None,
+        ge=1,
+        le=200_000,
+        alias="fp8TFLOPS",
+        description="Dense FP8 tensor TFLOPS; unset for a GPU without FP8.",
+    )
+    memory_bandwidth_gbps: int = Field(
+        ge=1, le=100_000, alias="memoryBandwidthGBps", description="Memory bandwidth, GB/s."
+    )
+    memory_gib: int = Field(
+        ge=1, le=10_000, alias="memoryGiB", description="GPU memory as the driver reports it, GiB."
+    )
+    pcie_generation: int = Field(
+        default=4, ge=3, le=6, description="PCIe generation of the x16 host link."
+    )
+    nvlink_gbps: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        alias="nvlinkGBps",
+        description="Per-direction NVLink bandwidth per GPU, GB/s; unset without NVLink.",
+    )
+    peer_to_peer: bool = Field(
+        default=True,
+        description="GPU-to-GPU DMA (false on GeForce cards: all-reduce is staged in host memory).",
+    )
+    board_power_watts: int = Field(
+        ge=1, le=10_000, description="Board power (TDP), watts, for energy per token."
+    )
+
+    @model_validator(mode="after")
+    def _fp8(self) -> GpuDatasheet:
+        if self.fp8_tflops is not None and self.fp8_tflops < self.bf16_tflops:
+            raise ValueError(
+                "fp8TFLOPS: fp8TFLOPS must be at least bf16TFLOPS (dense rates, no sparsity)"
+            )
+        return self
+
+
 class Tier(Model):
     """One GPU tier: a node pool of one accelerator type and the vLLM replicas on it."""
 
@@ -550,9 +607,14 @@ class Tier(Model):
             ".minReplicas",
         ),
         (
-            "self.accelerator != 'Custom' || has(self.profile)",
-            "profile is required when accelerator is Custom",
+            "self.accelerator != 'Custom' || has(self.profile) || has(self.gpu)",
+            "profile or gpu is required when accelerator is Custom",
             ".accelerator",
+        ),
+        (
+            "!has(self.gpu) || self.accelerator == 'Custom'",
+            "gpu describes a Custom accelerator only: the built-in ones have their datasheets",
+            ".gpu",
         ),
     )
 
@@ -565,7 +627,7 @@ class Tier(Model):
             "GPU model, which picks the built-in performance profile: measured for "
             "H100-PCIe-80GB and RTX4090; derived from the datasheet and the io.net "
             "calibration for H100-SXM-80GB, H200-SXM-141GB, A100-SXM-80GB, L40S and RTX5090; "
-            "or Custom with the tier's own profile."
+            "or Custom with the tier's own profile or its gpu datasheet."
         ),
     )
     gpus_per_replica: int = Field(
@@ -596,7 +658,18 @@ class Tier(Model):
     )
     profile: Profile | None = Field(
         default=None,
-        description="This tier's measured performance; required when accelerator is Custom.",
+        description=(
+            "This tier's measured performance; a Custom accelerator needs it or gpu. It "
+            "takes precedence over every built-in or derived profile."
+        ),
+    )
+    gpu: GpuDatasheet | None = Field(
+        default=None,
+        description=(
+            "A Custom accelerator's datasheet: its profile is derived from the measured card "
+            "of the nearest memory bandwidth, moved by the first-principles model (typical "
+            "efficiencies, not fitted: the profile says so)."
+        ),
     )
     resources: Resources | None = Field(
         default=None, description="CPU and memory of each replica's vLLM container."
@@ -614,8 +687,14 @@ class Tier(Model):
                 f"minReplicas ({self.min_replicas}) must not exceed maxReplicas "
                 f"({self.max_replicas})"
             )
-        if self.accelerator is Accelerator.CUSTOM and self.profile is None:
-            raise ValueError("profile is required when accelerator is Custom")
+        custom = self.accelerator is Accelerator.CUSTOM
+        if custom and self.profile is None and self.gpu is None:
+            raise ValueError("accelerator: profile or gpu is required when accelerator is Custom")
+        if self.gpu is not None and not custom:
+            raise ValueError(
+                "gpu: gpu describes a Custom accelerator only: the built-in ones have their "
+                "datasheets"
+            )
         return self
 
 

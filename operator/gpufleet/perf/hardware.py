@@ -17,9 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-# PCIe x16 per-direction payload bandwidth, GB/s (PCI-SIG: 16 GT/s Gen4, 32 GT/s Gen5,
-# 128b/130b encoding: 31.5 and 63 GB/s).
-PCIE_X16_GBPS = {4: 31.5, 5: 63.0}
+# PCIe x16 per-direction payload bandwidth, GB/s (PCI-SIG: 8 GT/s Gen3, 16 GT/s Gen4,
+# 32 GT/s Gen5 with 128b/130b encoding: 15.75, 31.5 and 63 GB/s; 64 GT/s Gen6, PAM4 with
+# FLIT encoding: 121 GB/s).
+PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 121.0}
 
 
 @dataclass(frozen=True)

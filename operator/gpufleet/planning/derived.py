@@ -38,11 +38,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from gpufleet.api.types import ModelArchitecture, WeightDtype
-from gpufleet.perf.calibration import calibration
+from gpufleet.api.types import GpuDatasheet, ModelArchitecture, WeightDtype
+from gpufleet.perf.calibration import DEFAULT, FIELDS, Calibration, calibration
 from gpufleet.perf.capacity import decode_bound_rps
 from gpufleet.perf.engine import EngineResult, simulate
-from gpufleet.perf.hardware import gpu
+from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch, model
 from gpufleet.perf.roofline import Replica
 from gpufleet.perf.workload import benchmark_workload
@@ -121,22 +121,43 @@ def same_shape(a: ModelArch, b: ModelArch) -> bool:
     return replace(a, name="") == replace(b, name="")
 
 
+def datasheet_gpu(name: str, sheet: GpuDatasheet) -> Gpu:
+    """gpufleet.perf's GPU row for a Custom accelerator's spec datasheet."""
+    return Gpu(
+        name=name,
+        bf16_tflops=float(sheet.bf16_tflops),
+        fp8_tflops=None if sheet.fp8_tflops is None else float(sheet.fp8_tflops),
+        bandwidth_gbps=float(sheet.memory_bandwidth_gbps),
+        memory_gib=float(sheet.memory_gib),
+        pcie_gen=sheet.pcie_generation,
+        pcie_lanes=16,
+        nvlink_gbps=None if sheet.nvlink_gbps is None else float(sheet.nvlink_gbps),
+        peer_to_peer=sheet.peer_to_peer,
+        board_power_w=float(sheet.board_power_watts),
+        source="the pool's spec (tiers[].gpu)",
+    )
+
+
 def engine_numbers(
-    accelerator: str, arch: ModelArch, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu, arch: ModelArch, gpus: int, prompt: float, output: float
 ) -> EngineNumbers:
-    """The engine's numbers for `gpus` x `accelerator` serving `arch` (NotDerivable)."""
+    """The engine's numbers for `gpus` x `accelerator` (a name gpufleet.perf knows, or a
+    datasheet's row) serving `arch` (NotDerivable)."""
     return _numbers(accelerator, arch, gpus, round(prompt, 1), round(output, 1))
 
 
 @functools.lru_cache(maxsize=128)
 def _numbers(
-    accelerator: str, arch: ModelArch, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu, arch: ModelArch, gpus: int, prompt: float, output: float
 ) -> EngineNumbers:
     try:
-        card = gpu(accelerator)
+        card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
     except KeyError as error:
         raise NotDerivable(str(error.args[0])) from None
-    cal = calibration(card.name)
+    try:
+        cal = calibration(card.name)
+    except KeyError:  # a datasheet from the spec: nothing measured it
+        cal = Calibration(card.name, DEFAULT, False, FIELDS)
     replica = Replica(card, arch, gpus, cal.efficiency)
     if not replica.fits():
         raise NotDerivable(
@@ -169,7 +190,7 @@ def _run(replica: Replica, rate: float, n: int, prompt: float, output: float) ->
     return simulate(replica, work.arrivals, work.prompts, work.outputs)
 
 
-Side = tuple[str, ModelArch, int]  # accelerator, model, GPUs
+Side = tuple[str | Gpu, ModelArch, int]  # accelerator, model, GPUs
 
 
 def move(fit: Fit, *, prompt: float, output: float, source: Side, target: Side) -> Moved:

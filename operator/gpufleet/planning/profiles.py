@@ -9,7 +9,9 @@ A tier's replica model comes from, in order:
 3. for another GPU type (H100 SXM, H200, A100, L40S, RTX 5090), its family's measured row
    (H100 PCIe for the HBM datacenter cards, RTX 4090 for the GDDR cards; the other one when
    the family has no row of the size class) moved by the first-principles model's ratios
-   (`gpufleet.planning.derived`); such a profile says `measured=False`;
+   (`gpufleet.planning.derived`); such a profile says `measured=False`. A Custom
+   accelerator described by its datasheet (`tiers[].gpu`) is moved the same way from the
+   measured card of the nearest memory bandwidth;
 4. on a measured card, a model other than the row's (a Qwen 2.5 7B on the Llama 3 8B row:
    its spec.model.architecture, or gpufleet.perf's table by name) is moved to it the same
    way, on the row's GPUs; a model of unknown shape keeps the row.
@@ -40,9 +42,18 @@ import math
 from dataclasses import dataclass
 
 from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
+from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch
+from gpufleet.perf.vllm import GIB
 from gpufleet.planning.capacity import Fit, ReplicaModel
-from gpufleet.planning.derived import NotDerivable, arch_of, architecture, move, same_shape
+from gpufleet.planning.derived import (
+    NotDerivable,
+    arch_of,
+    architecture,
+    datasheet_gpu,
+    move,
+    same_shape,
+)
 from gpufleet.planning.fitting import BuiltinProfile, MeasuredPoint, fit_points
 from gpufleet.planning.profile_data import PROFILES
 
@@ -117,9 +128,9 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
         raise ProfileNotFound(
             f"{where}: model size unknown; set spec.model.parametersBillions or tiers[].profile"
         )
-    spec = ACCELERATORS.get(tier.accelerator)
+    spec, card = _accelerator(tier)
     if spec is None:
-        raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile")
+        raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile or gpu")
     size = size_class(params)
     memory = spec.memory_gigabytes * tier.gpus_per_replica * WEIGHT_MEMORY_FRACTION
     arch = pool_arch(model)
@@ -135,7 +146,7 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
             "raise gpusPerReplica or set tiers[].profile"
         )
     if tier.accelerator != spec.profile_from:
-        return _moved(tier, size, params, spec, arch)
+        return _moved(tier, size, params, spec, arch, card)
     row = builtin_profile(tier.accelerator, size, tier.gpus_per_replica)
     if row is None:
         raise ProfileNotFound(
@@ -167,12 +178,32 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
         output_tokens=row.output_tokens,
         gpus=tier.gpus_per_replica,
         params=row.parameters_billions if measured or arch is None else arch.params / 1e9,
-        measured_on=(spec.profile_from, row.gpus),
+        measured_on=(ACCELERATORS[spec.profile_from], row.gpus),
         watts_per_gpu=spec.watts,
         load_seconds=model_load_seconds(params),
         measured=measured,
         source=source,
     )
+
+
+def _accelerator(tier: Tier) -> tuple[AcceleratorSpec | None, str | Gpu]:
+    """The tier's accelerator facts, and its card as gpufleet.perf takes it (a name, or a
+    Custom accelerator's datasheet row, whose profile comes from the measured card of the
+    nearest memory bandwidth: decode, most of a request's time, reads memory)."""
+    if tier.accelerator is not Accelerator.CUSTOM or tier.gpu is None:
+        return ACCELERATORS.get(tier.accelerator), tier.accelerator.value
+    card = datasheet_gpu(f"Custom ({tier.name})", tier.gpu)
+    nearest = min(
+        MEASURED,
+        key=lambda a: abs(math.log(card.bandwidth_gbps / gpu(a.value).bandwidth_gbps)),
+    )
+    spec = AcceleratorSpec(
+        watts=card.board_power_w,
+        dense_fp16_tflops=card.bf16_tflops,
+        memory_gigabytes=card.memory_gib * GIB / 1e9,
+        profile_from=nearest,
+    )
+    return spec, card
 
 
 def pool_arch(model: ModelSpec) -> ModelArch | None:
@@ -184,7 +215,12 @@ def pool_arch(model: ModelSpec) -> ModelArch | None:
 
 
 def _moved(
-    tier: Tier, size: str, params: float, spec: AcceleratorSpec, arch: ModelArch | None
+    tier: Tier,
+    size: str,
+    params: float,
+    spec: AcceleratorSpec,
+    arch: ModelArch | None,
+    card: str | Gpu,
 ) -> ReplicaModel:
     """A GPU type io.net never measured: its family's row moved by gpufleet.perf."""
     where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
@@ -211,7 +247,7 @@ def _moved(
             prompt=row.prompt_tokens,
             output=row.output_tokens,
             source=(row.accelerator, measured_arch, row.gpus),
-            target=(tier.accelerator.value, target, tier.gpus_per_replica),
+            target=(card, target, tier.gpus_per_replica),
         )
     except NotDerivable as error:
         raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
@@ -222,7 +258,7 @@ def _moved(
         output_tokens=row.output_tokens,
         gpus=tier.gpus_per_replica,
         params=target.params / 1e9,
-        measured_on=(tier.accelerator, tier.gpus_per_replica),
+        measured_on=(spec, tier.gpus_per_replica),
         watts_per_gpu=spec.watts,
         load_seconds=model_load_seconds(params),
         measured=False,
@@ -258,7 +294,7 @@ def _from_spec(tier: Tier, profile: Profile, params: float | None) -> ReplicaMod
         output_tokens=float(profile.output_tokens),
         gpus=tier.gpus_per_replica,
         params=params,
-        measured_on=(tier.accelerator, tier.gpus_per_replica),
+        measured_on=(spec, tier.gpus_per_replica),
         watts_per_gpu=watts,
         load_seconds=load,
         measured=True,
@@ -279,15 +315,14 @@ def _build(
     output_tokens: float,
     gpus: int,
     params: float | None,
-    measured_on: tuple[Accelerator, int],
+    measured_on: tuple[AcceleratorSpec | None, int],  # the card the fit's prefill ran on
     watts_per_gpu: float | None,
     load_seconds: float,
     measured: bool,
     source: str,
 ) -> ReplicaModel:
     reference_seconds = 1.0 / fit.saturation_rps
-    accelerator, measured_gpus = measured_on
-    spec = ACCELERATORS.get(accelerator)
+    spec, measured_gpus = measured_on
     if spec is None or params is None:
         prefill = CUSTOM_PREFILL_SHARE_OF_BASE * fit.ttft_base_seconds
     else:

@@ -166,3 +166,37 @@ def test_an_impossible_architecture_is_refused_with_the_field_named() -> None:
     )
     with pytest.raises(ProfileNotFound, match="no room for the KV cache"):
         _model("RTX4090", 1, huge)
+
+
+def _custom(sheet: dict[str, object], gpus: int = 1):  # type: ignore[no-untyped-def]
+    tier = tier_spec(accelerator="Custom", gpus_per_replica=gpus, gpu=sheet)
+    return replica_model(tier, LLAMA_8B)
+
+
+L40S_SHEET = {
+    "bf16TFLOPS": 362,
+    "fp8TFLOPS": 733,
+    "memoryBandwidthGBps": 864,
+    "memoryGiB": 44,
+    "boardPowerWatts": 350,
+}
+
+
+def test_a_custom_accelerator_by_its_datasheet_is_derived_like_a_listed_one() -> None:
+    # The L40S's own datasheet entered as a Custom accelerator: the same card as the
+    # built-in L40S (44.5 GiB there), so nearly the same profile, moved from the 4090
+    # (the measured card of the nearest memory bandwidth).
+    custom = _custom(L40S_SHEET)
+    listed = _model("L40S")
+    assert not custom.measured and "RTX4090" in custom.source
+    assert custom.watts == 350.0
+    assert custom.fit.saturation_rps == pytest.approx(listed.fit.saturation_rps, rel=0.05)
+    # An HBM card of 5.3 TB/s moves from the H100 PCIe and outruns it.
+    hbm = _custom({**L40S_SHEET, "memoryBandwidthGBps": 5300, "memoryGiB": 192})
+    assert "H100-PCIe" in hbm.source
+    assert hbm.capacity_rps(2.0, *SHAPE) > _model("H100-PCIe-80GB").capacity_rps(2.0, *SHAPE)
+
+
+def test_a_custom_accelerator_too_small_for_the_model_has_no_profile() -> None:
+    with pytest.raises(ProfileNotFound, match="do not fit"):
+        _custom({**L40S_SHEET, "memoryGiB": 8})
