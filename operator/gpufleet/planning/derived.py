@@ -5,7 +5,9 @@ replicas serving one model per size class. A tier gets a moved profile when its 
 from the row it would use, in its GPU type (H100 SXM, H200, A100 80GB, L40S, RTX 5090: the
 family's row, HBM datacenter cards from the H100 PCIe, GDDR cards from the RTX 4090) or in its
 model (a Qwen 2.5 7B on the Llama 3 8B row: the pool's spec.model.architecture, else the
-architecture `gpufleet.perf.models` knows by name; a model it does not know keeps the row).
+architecture `gpufleet.perf.models` knows by name; a model it does not know keeps the row),
+or a Custom accelerator described by its datasheet (`tiers[].gpu`: the measured card of the
+nearest memory bandwidth).
 The row is moved by the ratios that gpufleet.perf's iteration-level vLLM engine, timed by a
 roofline over the datasheets and the models' shapes, computes between the two replicas at the
 row's request shape:
