@@ -196,8 +196,8 @@ class TierStatus(StatusModel):
     profile_measured: bool | None = Field(
         default=None,
         description=(
-            "False when the profile is derived (no run of this GPU type was measured), not "
-            "fitted on measurements of it."
+            "False when the profile is derived: a measured one moved by the first-principles "
+            "model to a GPU type or a model that no run measured."
         ),
     )
 

@@ -118,8 +118,8 @@ class Model(BaseModel):
 class Accelerator(StrEnum):
     """GPU models with a built-in performance profile, or Custom with the tier's own.
 
-    H100 PCIe and RTX 4090 profiles are measured (io.net runs); the others are derived by
-    the first-principles model (gpufleet.planning.derived)."""
+    H100 PCIe and RTX 4090 profiles are measured (io.net runs); the others are moved from
+    their family's measured card by the first-principles model (gpufleet.planning.derived)."""
 
     H100_PCIE = "H100-PCIe-80GB"
     H100_SXM = "H100-SXM-80GB"
@@ -625,9 +625,9 @@ class Tier(Model):
         strict=False,
         description=(
             "GPU model, which picks the built-in performance profile: measured for "
-            "H100-PCIe-80GB and RTX4090; derived from the datasheet and the io.net "
-            "calibration for H100-SXM-80GB, H200-SXM-141GB, A100-SXM-80GB, L40S and RTX5090; "
-            "or Custom with the tier's own profile or its gpu datasheet."
+            "H100-PCIe-80GB and RTX4090; for H100-SXM-80GB, H200-SXM-141GB, A100-SXM-80GB, "
+            "L40S and RTX5090, its family's measured card moved by the first-principles "
+            "model; or Custom with the tier's own profile or its gpu datasheet."
         ),
     )
     gpus_per_replica: int = Field(
