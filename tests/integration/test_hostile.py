@@ -389,6 +389,40 @@ def test_near_misses_of_the_new_rules_are_accepted(case: str, plane: Any, crd: N
     assert result.returncode == 0, result.stderr
 
 
+def test_tiers_nobody_measured_say_their_profile_is_derived(
+    kube_api: Any, namespace: str, running_operator: OperatorProcess
+) -> None:
+    body = small("derived", namespace)
+    body["spec"]["tiers"] = [
+        tier("h200", "H200-SXM-141GB", minReplicas=1, maxReplicas=2),
+        tier(
+            "mi",
+            "Custom",
+            minReplicas=0,
+            maxReplicas=1,
+            gpu={
+                "bf16TFLOPS": 1307,
+                "memoryBandwidthGBps": 5300,
+                "memoryGiB": 192,
+                "boardPowerWatts": 750,
+            },
+        ),
+    ]
+    create_pool(kube_api, namespace, body)
+
+    def profiles() -> dict[str, dict[str, Any]] | None:
+        tiers = get_pool(kube_api, namespace, "derived").get("status", {}).get("tiers", [])
+        seen = {t["name"]: t for t in tiers if "profileMeasured" in t}
+        return seen if set(seen) == {"h200", "mi"} else None
+
+    seen = wait_for("both tiers' profiles in status", profiles, INTERVAL + 30)
+    for name, source in (("h200", "H100-PCIe-80GB"), ("mi", "H100-PCIe-80GB")):
+        assert seen[name]["profileMeasured"] is False, seen[name]
+        assert seen[name]["profile"].startswith("derived by gpufleet.perf from"), seen[name]
+        assert source in seen[name]["profile"]
+    assert "typical efficiencies, not fitted" in seen["mi"]["profile"]
+
+
 def test_budget_below_min_replicas_says_so(
     kube_api: Any, namespace: str, running_operator: OperatorProcess
 ) -> None:
