@@ -174,7 +174,11 @@ def _numbers(
     lo, hi = len(done) // 4, 3 * len(done) // 4
     throughput = (hi - lo) / max(float(done[hi] - done[lo]), 1e-9)
     idle = _run(replica, bound * IDLE_OFFERED, IDLE_REQUESTS, prompt, output)
-    ttft = np.where(np.isnan(idle.ttft), np.inf, idle.ttft)
+    if np.any(np.isnan(idle.ttft)):
+        raise NotDerivable(
+            f"{arch.name} on {gpus} x {card.name}: its KV cache cannot hold the longest "
+            "reference prompts"
+        )
     tpot = idle.tpot[~np.isnan(idle.tpot)]
     return EngineNumbers(
         gpu=card.name,
@@ -182,7 +186,7 @@ def _numbers(
         model=arch.name,
         calibrated=cal.measured,
         throughput_rps=throughput,
-        idle_ttft_p99_seconds=float(np.percentile(ttft, 99)),
+        idle_ttft_p99_seconds=float(np.percentile(idle.ttft, 99)),
         idle_tpot_seconds=float(np.mean(tpot)) if len(tpot) else 0.0,
     )
 

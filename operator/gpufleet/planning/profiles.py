@@ -47,7 +47,9 @@ from gpufleet.perf.models import ModelArch
 from gpufleet.perf.vllm import GIB
 from gpufleet.planning.capacity import Fit, ReplicaModel
 from gpufleet.planning.derived import (
+    Moved,
     NotDerivable,
+    Side,
     arch_of,
     architecture,
     datasheet_gpu,
@@ -160,16 +162,7 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
     if arch is not None and measured_arch is not None and not same_shape(arch, measured_arch):
         # Another model than the one measured (a Qwen 7B on the Llama 3 8B row): moved to
         # it on the same GPUs by the engine's ratios.
-        try:
-            moved = move(
-                row.fit,
-                prompt=row.prompt_tokens,
-                output=row.output_tokens,
-                source=(row.accelerator, measured_arch, row.gpus),
-                target=(row.accelerator, arch, row.gpus),
-            )
-        except NotDerivable as error:
-            raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+        moved = _move_row(row, measured_arch, (row.accelerator, arch, row.gpus), where)
         fit, measured, source = moved.fit, False, moved.note(source)
     return _build(
         name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
@@ -241,16 +234,7 @@ def _moved(
     if measured_arch is None:  # every row's model is in gpufleet.perf's table
         raise ProfileNotFound(f"{where}: no architecture for {row.model}; set tiers[].profile")
     target = arch or measured_arch
-    try:
-        moved = move(
-            row.fit,
-            prompt=row.prompt_tokens,
-            output=row.output_tokens,
-            source=(row.accelerator, measured_arch, row.gpus),
-            target=(card, target, tier.gpus_per_replica),
-        )
-    except NotDerivable as error:
-        raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+    moved = _move_row(row, measured_arch, (card, target, tier.gpus_per_replica), where)
     return _build(
         name=f"{tier.accelerator.value}/{size}/x{tier.gpus_per_replica}",
         fit=moved.fit,
@@ -264,6 +248,20 @@ def _moved(
         measured=False,
         source=moved.note(f"{row.model} on {row.gpus}x {row.accelerator} (io.net)"),
     )
+
+
+def _move_row(row: BuiltinProfile, measured: ModelArch, target: Side, where: str) -> Moved:
+    """`row`'s fit moved to `target` by gpufleet.perf; ProfileNotFound says why it can't be."""
+    try:
+        return move(
+            row.fit,
+            prompt=row.prompt_tokens,
+            output=row.output_tokens,
+            source=(row.accelerator, measured, row.gpus),
+            target=target,
+        )
+    except NotDerivable as error:
+        raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
 
 
 def _from_spec(tier: Tier, profile: Profile, params: float | None) -> ReplicaModel:
