@@ -26,7 +26,7 @@ from gpufleet.dev.twinmetrics import GatewayClass, PodMetrics
 
 __all__ = ["ClassWindow", "Ledger", "Serving"]
 
-_FIRST_TOKEN, _COMPLETED = 0, 1
+_FIRST_TOKEN, _TOKENS, _COMPLETED = 0, 1, 2
 
 
 class Serving(Protocol):
@@ -79,7 +79,8 @@ class Ledger:
         self.pod_of: list[Serving | None] = []
         self._first_seen: list[bool] = []
         self._cut_at: dict[int, float] = {}
-        self._events: list[tuple[float, int, int, int]] = []  # time, seq, kind, request
+        # time, seq, kind, request, tokens (generated, for _TOKENS)
+        self._events: list[tuple[float, int, int, int, int]] = []
         self._seq = 0
         self.gateway: dict[tuple[str, str, str], GatewayClass] = {}
         self._outcomes: dict[tuple[str, str, str], list[tuple[float, float]]] = {}
@@ -132,18 +133,21 @@ class Ledger:
     def first_token(self, request: int, time: float) -> None:
         self._push(time, _FIRST_TOKEN, request)
 
+    def generated(self, request: int, tokens: int, time: float) -> None:
+        self._push(time, _TOKENS, request, tokens)
+
     def completed(self, request: int, time: float) -> None:
         self._push(time, _COMPLETED, request)
 
-    def _push(self, at: float, kind: int, request: int) -> None:
+    def _push(self, at: float, kind: int, request: int, tokens: int = 0) -> None:
         self._seq += 1
-        heapq.heappush(self._events, (at, self._seq, kind, request))
+        heapq.heappush(self._events, (at, self._seq, kind, request, tokens))
 
     def release(self, now: float) -> None:
         """Count what happened up to `now` (engines run steps that end a little later)."""
         events = self._events
         while events and events[0][0] <= now:
-            at, _, kind, request = heapq.heappop(events)
+            at, _, kind, request, tokens = heapq.heappop(events)
             if at > self._cut_at.get(request, math.inf):
                 continue  # its node went away before this happened
             pod = self.pod_of[request]
@@ -157,9 +161,10 @@ class Ledger:
                 self._served[pod.key] = self._served.get(pod.key, 0) + self.prompt[request]
                 self.gateway[self.class_of[request]].ttft.observe(ttft)
                 self.outcome(request, at, ttft)
+            elif kind == _TOKENS:  # vLLM counts generated tokens each step
+                pod.metrics.generation_tokens += tokens
+                self._served[pod.key] = self._served.get(pod.key, 0) + tokens
             else:
-                pod.metrics.generation_tokens += self.output[request]
-                self._served[pod.key] = self._served.get(pod.key, 0) + self.output[request]
                 pod.metrics.success += 1
                 pod.metrics.request_prompt_tokens.observe(self.prompt[request])
 

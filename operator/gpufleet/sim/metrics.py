@@ -139,7 +139,7 @@ class TierInterval:
 
     ttft_samples: list[float] = field(default_factory=list)
     prompt_tokens: int = 0  # prompts prefilled
-    generation_tokens: int = 0  # tokens of requests completed
+    generation_tokens: int = 0  # output tokens generated (vLLM counts them each step)
     completed: int = 0
     completed_prompts: list[int] = field(default_factory=list)  # prompt lengths of those
 
@@ -172,12 +172,16 @@ class Recorder:
         self.cut_cause: NDArray[np.int64] = np.zeros(n, dtype=np.int64)
         self._first_events: list[tuple[float, int]] = []
         self._done_events: list[tuple[float, int]] = []
+        self._token_events: list[tuple[float, int, int]] = []  # (time, request, tokens)
 
     # -- the engine reports here -----------------------------------------------------------
 
     def first_token(self, request: int, time: float) -> None:
         self.ttft[request] = time - self.arrival[request]
         self._first_events.append((time, request))
+
+    def generated(self, request: int, tokens: int, time: float) -> None:
+        self._token_events.append((time, request, tokens))
 
     def completed(self, request: int, time: float) -> None:
         self.done[request] = time
@@ -217,9 +221,15 @@ class Recorder:
                 done_later.append((time, request))
                 continue
             tier = tiers[int(self.tier_of[request])]
-            tier.generation_tokens += self.output[request]
             tier.completed += 1
             tier.completed_prompts.append(self.prompt[request])
+        tokens_later: list[tuple[float, int, int]] = []
+        for time, request, tokens in self._token_events:
+            if time >= end:
+                tokens_later.append((time, request, tokens))
+                continue
+            tiers[int(self.tier_of[request])].generation_tokens += tokens
         self._first_events = first_later
         self._done_events = done_later
+        self._token_events = tokens_later
         return Interval(start, end, tiers, classes)

@@ -35,6 +35,9 @@ class _Times:
     def first_token(self, request: int, time: float) -> None:
         self.first[request] = time
 
+    def generated(self, request: int, tokens: int, time: float) -> None:
+        pass
+
     def completed(self, request: int, time: float) -> None:
         self.done[request] = time
 

@@ -66,9 +66,13 @@ class Sink:
     def __init__(self) -> None:
         self.first: dict[int, float] = {}
         self.done: dict[int, float] = {}
+        self.tokens: list[tuple[float, int]] = []  # (step end, tokens generated)
 
     def first_token(self, request: int, time: float) -> None:
         self.first[request] = time
+
+    def generated(self, request: int, tokens: int, time: float) -> None:
+        self.tokens.append((time, tokens))
 
     def completed(self, request: int, time: float) -> None:
         self.done[request] = time

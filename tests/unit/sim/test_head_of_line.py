@@ -28,6 +28,9 @@ class _FirstTokens:
     def first_token(self, request: int, time: float) -> None:
         self.at[request] = time
 
+    def generated(self, request: int, tokens: int, time: float) -> None:
+        pass
+
     def completed(self, request: int, time: float) -> None:
         pass
 

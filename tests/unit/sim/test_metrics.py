@@ -29,19 +29,25 @@ def test_an_interval_reports_only_events_before_its_end() -> None:
     for request in range(3):
         recorder.routed(request, request % 2)
     recorder.first_token(0, 0.5)
+    recorder.generated(0, 1, 0.5)
     recorder.first_token(1, 1.5)
+    recorder.generated(0, 9, 5.0)
     recorder.completed(0, 5.0)
+    recorder.generated(1, 4, 29.0)
     recorder.first_token(2, 31.0)  # after the interval's end: not seen yet
+    recorder.generated(1, 6, 31.0)
     first = recorder.interval(0.0, 30.0)
     assert first.tiers[0].ttft_samples == [0.5]
     assert first.tiers[0].prompt_tokens == 100
     assert first.tiers[0].generation_tokens == 10
+    assert first.tiers[1].generation_tokens == 4  # as generated, before request 1 ends
     assert first.tiers[0].completed == 1
     assert first.tiers[1].ttft_samples == [0.5]
     assert first.class_ttft_samples[1] == [0.5, 0.5]
     second = recorder.interval(30.0, 60.0)
     assert second.tiers[0].ttft_samples == [29.0]
     assert second.tiers[1].ttft_samples == []
+    assert second.tiers[1].generation_tokens == 6
 
 
 def test_fates_are_kept_per_request() -> None:

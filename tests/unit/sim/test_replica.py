@@ -41,6 +41,23 @@ def test_decode_takes_one_step_per_generated_token() -> None:
     assert sink.done[0] - sink.first[0] == pytest.approx(10 * PARAMS.step_floor)
 
 
+def test_tokens_are_counted_as_steps_generate_them_not_when_a_request_ends() -> None:
+    # vLLM adds each step's new tokens to vllm:generation_tokens; a counter bumped only at
+    # the end of a request would show a replica that has just taken a burst as idle.
+    replica, sink = engine([100, 100], [101, 51])
+    replica.enqueue(0, 0.0)
+    replica.enqueue(1, 0.0)
+    replica.advance(0.3)
+    # Both prefilled in the first step (10 ms), then 10 ms decode steps: by 0.3 s about 29
+    # steps gave each of them a token, and neither has finished.
+    assert not sink.done
+    so_far = sum(n for t, n in sink.tokens if t <= 0.3 + 1e-9)
+    assert 2 * 28 <= so_far <= 2 * 31
+    replica.drain()
+    assert sum(n for _, n in sink.tokens) == 101 + 51  # every output token, counted once
+    assert max(t for t, _ in sink.tokens) == pytest.approx(max(sink.done.values()))
+
+
 def test_a_long_prompt_is_chunked_and_holds_back_the_next_one() -> None:
     replica, sink = engine([5000, 100], [1, 1])
     replica.enqueue(0, 0.0)
