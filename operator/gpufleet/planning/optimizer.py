@@ -216,15 +216,20 @@ def _optimize(
     shortage = result is None
     if result is None:
         achieved: dict[str, float] = {c.name: 0.0 for c in active}
+        found: Solution | None = None
         for priority in sorted({c.priority for c in active}, reverse=True):
             group = [c.name for c in active if c.priority == priority]
             best = _solve(layout, budget_per_hour, served_at_least=achieved, maximize=group)
             if best is not None:
                 achieved.update({n: best.served[n] for n in group})
+                found = best
         floor = {n: max(v - _SERVED_TOLERANCE, 0.0) for n, v in achieved.items()}
         result = _solve(layout, budget_per_hour, served_at_least=floor, maximize=None)
-        if result is None:  # numerically unreachable; serve nothing rather than fail
-            result = _minimum(layout)
+        if result is None:
+            # The cheapest plan at what was achieved can be out of the solver's reach
+            # numerically (a served share held to its tolerance at a capped tier): the
+            # last plan that achieved it serves as much, at a cost maybe not the least.
+            result = found if found is not None else _minimum(layout)
     served = dict(result.served)
     for c in classes:
         served.setdefault(c.name, 1.0 if c.rate_rps <= 0 else 0.0)

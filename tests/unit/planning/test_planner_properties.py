@@ -208,3 +208,31 @@ def test_an_unchanged_world_settles_and_then_changes_nothing(world: World) -> No
     no_shortage = all(c.served_fraction >= 1 for c in p.classes.values())
     if no_shortage and world.spec.scaling.scale_down_delay_seconds == 0:
         assert len(history) <= 4, history  # scaled, then (weights moved), then steady
+
+
+def test_a_shortage_at_double_demand_still_serves_what_it_served() -> None:
+    # Found by test_more_demand_never_yields_less_capacity: the cheapest plan at the served
+    # shares the priority solves reached was numerically out of HiGHS's reach, and the
+    # planner fell back to serving nothing; it now keeps the plan that reached them.
+    body = pool(
+        tiers=[tier(f"t{i}", "RTX4090", maxReplicas=m) for i, m in enumerate([5, 8, 7, 0])],
+        classes=[
+            traffic_class("c0", 20, priority=0, meanPromptTokens=129, meanOutputTokens=409),
+            traffic_class(
+                "c1", 100, header="c1", priority=1, meanPromptTokens=114, meanOutputTokens=242
+            ),
+        ],
+    )
+    body["spec"]["scaling"] = {"scaleDownDelaySeconds": 0}
+    world = World(
+        InferencePoolSpec.model_validate(body["spec"]),
+        {"c0": 500.0, "c1": 20000.0},
+        {f"t{i}": 0 for i in range(4)},
+    )
+    low, _ = _pass(world)
+    high, _ = _pass(world, {"c0": 1000.0, "c1": 40000.0})
+    served_low = 20000.0 * low.classes["c1"].served_fraction
+    served_high = 40000.0 * high.classes["c1"].served_fraction
+    assert served_low > 15000
+    assert served_high >= served_low * 0.999
+    assert sum(t.replicas for t in high.tiers.values()) == 20  # every replica the tiers allow
