@@ -38,6 +38,7 @@ def export_pool(
             "lost": tier.lost_replicas,
             "reserve": tier.reserve_replicas,
             "margin": tier.margin_replicas,
+            "tail": tier.tail_replicas,
         }
         for state, count in states.items():
             replicas[(ns, name, tier.name, state)] = count

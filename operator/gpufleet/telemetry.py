@@ -136,7 +136,8 @@ POOL_GAUGES: tuple[tuple[str, str, tuple[str, ...], str], ...] = (
     ("replicas", "gpufleet_pool_replicas", (*_TIER, "state"),
      "Replicas per pool and tier, by state: desired, ready, starting (scheduled, not "
      "Ready), unschedulable, lost (with preemptible nodes), reserve (burst reserve), "
-     "margin (for a preemptible tier's expected node losses)."),
+     "margin (for a preemptible tier's expected node losses), tail (so that long prompts "
+     "do not wait past their objective behind another's prefill)."),
     ("weights", "gpufleet_pool_weight", (*_POOL, "traffic_class", "tier"),
      "Traffic weight per pool, class and tier (0-100)."),
     ("cost", "gpufleet_pool_cost_per_hour_dollars", _POOL,

@@ -174,6 +174,14 @@ class TierStatus(StatusModel):
         default=0,
         description="Replicas held above the expected demand to absorb a burst for a lead time.",
     )
+    tail_replicas: int = Field(
+        default=0,
+        description=(
+            "Replicas run on top of the plan so that a class whose prompts take most of its "
+            "objective to prefill does not miss it waiting behind another prompt's prefill "
+            "(part of desiredReplicas)."
+        ),
+    )
     margin_replicas: int = Field(
         default=0,
         description=(

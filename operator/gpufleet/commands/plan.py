@@ -137,6 +137,7 @@ def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict
                 "costPerHour": t.price_per_replica_hour * result.tiers[t.name].replicas,
                 "reserveReplicas": result.tiers[t.name].reserve_replicas,
                 "marginReplicas": result.tiers[t.name].margin_replicas,
+                "tailReplicas": result.tiers[t.name].tail_replicas,
                 "leadTimeSeconds": result.tiers[t.name].lead_time_seconds,
                 "profile": _profile(pool, t.name),
                 "profileSource": result.tiers[t.name].profile,

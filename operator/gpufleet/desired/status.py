@@ -144,6 +144,7 @@ def build_status(
                 else round(decided.lead_time_seconds),
                 lead_time_observed_at=decided.lead_time_observed_at,
                 reserve_replicas=decided.reserve_replicas,
+                tail_replicas=decided.tail_replicas,
                 margin_replicas=decided.margin_replicas,
                 node_loss=decided.node_loss,
                 profile=decided.profile,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from gpufleet.api.status import Reason
+from gpufleet.planning import contention
 from gpufleet.planning.bounds import TierBounds
 from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
 from gpufleet.planning.classes import ClassCapacity
@@ -209,6 +210,18 @@ class Report:
                 + " for "
                 + ", ".join(f"{v:.0f} queued {n} tokens" for n, v in queued.items())
                 + ", released once drained"
+            )
+        tail = {n: t for n, t in self.tiers.items() if t.tail_replicas and t.tail_class}
+        if tail:
+            cost = sum(self.inputs.prices[n] * t.tail_replicas for n, t in tail.items())
+            notes.append(
+                f"prompt tail: ${cost:.2f}/h holds "
+                + ", ".join(
+                    f"{t.tail_replicas} {n} so that under {contention.TAIL:.0%} of "
+                    f"{t.tail_class}'s requests wait past its objective behind another "
+                    f"prompt's prefill ({t.tail_misses:.1%} without)"
+                    for n, t in tail.items()
+                )
             )
         hedged = {n: t for n, t in self.tiers.items() if t.margin_replicas and t.node_loss}
         if hedged:

@@ -34,7 +34,7 @@ from datetime import datetime
 
 from gpufleet.api.status import InferencePoolStatus, Sizing
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import explain, forecast, hedging, needs, reuse, routing
+from gpufleet.planning import contention, explain, forecast, hedging, needs, reuse, routing
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import ClassCapacity, class_capacities
@@ -44,7 +44,7 @@ from gpufleet.planning.leadtime import LeadTime, lead_times
 from gpufleet.planning.optimizer import Solution, TierOption, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
-from gpufleet.planning.prompts import ClassPrompts, for_pass
+from gpufleet.planning.prompts import ClassPrompts, for_pass, tier_distribution
 from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
 from gpufleet.planning.replicas import asks, keep_serving, protect_traffic, within_budget
 from gpufleet.planning.routing import shed_overflow, weights_for
@@ -157,6 +157,20 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     margin = {n: max(min(margin[n], bounds.ask_upper[n] - steady[n]), 0) for n in names}
     steady = {n: steady[n] + margin[n] for n in names}
     asked = {n: min(asked[n] + margin[n], bounds.ask_upper[n]) for n in names}
+    # Prompts that would wait behind another's prefill past their objective: replicas
+    # on top where the plan's are too few (held by the delay like the rest).
+    tail = contention.floors(
+        fleet.models,
+        fleet.prompts.lengths,
+        {c: capacities[c].objective_seconds for c in held},
+        {c: {t: expected[c] * s for t, s in solution.routing.get(c, {}).items()} for c in held},
+        steady,
+        bounds.ask_upper,
+        {n: tier_distribution(inputs.seen(n)) for n in names},
+    )
+    extra = {n: max(tail[n].replicas - steady[n], 0) if n in tail else 0 for n in names}
+    steady = {n: steady[n] + extra[n] for n in names}
+    asked = {n: min(max(asked[n], steady[n]), bounds.ask_upper[n]) for n in names}
     decisions = _hold_for_delay(inputs, steady)
     target = {
         n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
@@ -209,6 +223,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
         margin={n: min(margin[n], target[n]) for n in names},
+        tail={n: (extra[n], tail[n]) for n in names if n in tail and extra[n] > 0},
         sizing=sizing,
         reused=reused,
     )
@@ -315,12 +330,13 @@ def _finish(
     reserve: Mapping[str, int] | None = None,
     drained: Mapping[str, int] | None = None,
     margin: Mapping[str, int] | None = None,
+    tail: Mapping[str, tuple[int, contention.Floor]] | None = None,
     sizing: Sizing | None = None,
     reused: bool = False,
 ) -> Plan:
     decisions = decisions or {}
     forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
-    margin = margin or {}
+    margin, tail = margin or {}, tail or {}
     runs = fleet.bounds.running(target)
     predicted = predicted_p99(inputs, fleet.models, fleet.capacities, runs, weights, demand)
     served = dict(solution.served) if solution else {}
@@ -358,6 +374,9 @@ def _finish(
             reserve_replicas=reserve.get(n, 0),
             drain_replicas=drained.get(n, 0),
             margin_replicas=margin.get(n, 0),
+            tail_replicas=min(tail[n][0], target[n]) if n in tail else 0,
+            tail_class=tail[n][1].cls if n in tail else None,
+            tail_misses=tail[n][1].misses if n in tail else 0.0,
             expected_losses=hedging.expected(
                 fleet.losses.get(n), target[n] - margin.get(n, 0), fleet.leads[n].seconds
             ),

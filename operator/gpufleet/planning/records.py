@@ -151,6 +151,12 @@ class TierPlan:
     # Preemptible tiers (gpufleet.planning.hedging): replicas run for the losses expected
     # within a lead time (part of `replicas`), those expected losses, and the evidence kept.
     margin_replicas: int = 0
+    # Replicas bought so that a class's prompts do not wait past its objective behind
+    # another's prefill (gpufleet.planning.contention; part of `replicas`): the class that
+    # asked for them, and its share of requests missed that way at the replicas without them.
+    tail_replicas: int = 0
+    tail_class: str | None = None
+    tail_misses: float = 0.0
     expected_losses: float = 0.0
     node_loss: NodeLoss | None = None
     # Where the tier's replica model comes from (ReplicaModel.source), or why it has none.

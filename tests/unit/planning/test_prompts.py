@@ -214,12 +214,16 @@ def test_too_few_requests_conclude_nothing_until_enough_are_learned() -> None:
     assert second.classes["realtime"].unservable_share == pytest.approx(0.25, abs=0.03)
 
 
-def test_the_histogram_changes_no_decision() -> None:
+def test_the_unservable_share_changes_no_decision() -> None:
+    # Prompts no tier reaches buy nothing; the only replicas the histogram adds are the
+    # prompt tail's, for the prompts within reach that wait behind others' prefills
+    # (gpufleet.planning.contention, tests/unit/planning/test_contention.py).
     _, _, with_histogram = _pass(LONG, rps=10.0)
     s = spec(classes=CLASSES)
     seen = observe(s, {"realtime": 2000, "batch": 30000}, ready=RUNNING)
     without = plan(s, seen, previous(RUNNING, LIVE))
-    assert replicas(with_histogram) == replicas(without)
+    tail = {n: t.tail_replicas for n, t in with_histogram.tiers.items()}
+    assert {n: r - tail[n] for n, r in replicas(with_histogram).items()} == replicas(without)
     assert weights(with_histogram) == weights(without)
 
 
