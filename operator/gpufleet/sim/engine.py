@@ -96,6 +96,7 @@ class RunResult:
     timeline: Timeline
     wall_seconds: float
     decisions: int
+    arrival_seconds: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
 def models_of(pool: InferencePool) -> dict[str, ReplicaModel]:
@@ -340,6 +341,7 @@ def simulate(
         timeline=timeline,
         wall_seconds=wallclock.perf_counter() - started,
         decisions=decisions,
+        arrival_seconds=trace.arrival_seconds,
     )
 
 

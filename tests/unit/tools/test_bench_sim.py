@@ -225,3 +225,28 @@ def test_an_unknown_trace_is_refused(capsys: pytest.CaptureFixture[str]) -> None
     with pytest.raises(SystemExit):
         main(["--traces", "constant,nope", "--no-write"])
     assert "unknown trace(s) nope" in capsys.readouterr().err
+
+
+def test_a_miss_whose_misses_bunch_up_at_the_start_says_so() -> None:
+    ours = summary("gpufleet", 0.1, 0.99, 0.95)
+    bunched = Case(
+        "azure-conv",
+        "size",
+        [ours, ORACLE],
+        {"realtime": 1.0, "batch": 1.0},
+        early={"batch": (589, 683, 1003, 13556)},
+    )
+    [reason] = [t.reason for t in targets(bunched) if t.key == "a:batch"]
+    assert "589 of its 683 misses (86%) arrived in the first 300 s, with 7% of its requests" in (
+        reason
+    )
+    assert "after them it missed 0.75% of its requests" in reason
+    spread = Case(
+        "azure-conv",
+        "size",
+        [ours, ORACLE],
+        {"realtime": 1.0, "batch": 1.0},
+        early={"batch": (60, 683, 1003, 13556)},  # about their share of the requests
+    )
+    [plain] = [t.reason for t in targets(spread) if t.key == "a:batch"]
+    assert "first 300 s" not in plain
