@@ -70,14 +70,21 @@ def _scaled(
 
 
 def sharegpt_lengths(
-    n: int, mean_prompt: float, mean_output: float, seed: int = LENGTH_SEED
+    n: int,
+    mean_prompt: float,
+    mean_output: float,
+    seed: int = LENGTH_SEED,
+    *,
+    max_prompt: int = MAX_PROMPT,
+    max_total: int = MAX_TOTAL,
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """Prompt and output lengths with the given means (see the module's docstring)."""
+    """Prompt and output lengths with the given means (see the module's docstring); a
+    what-if for longer requests than ShareGPT's filter keeps raises the two limits."""
     rng = np.random.default_rng(seed)
     base_p = rng.lognormal(0.0, SIGMA_PROMPT, n)
     base_o = rng.lognormal(0.0, SIGMA_OUTPUT, n)
-    prompts = _scaled(base_p, mean_prompt, np.full(n, float(MAX_PROMPT)))
-    outputs = _scaled(base_o, mean_output, (MAX_TOTAL - prompts).astype(np.float64))
+    prompts = _scaled(base_p, mean_prompt, np.full(n, float(max_prompt)))
+    outputs = _scaled(base_o, mean_output, (max_total - prompts).astype(np.float64))
     return prompts, outputs
 
 

@@ -42,7 +42,7 @@ import numpy as np
 
 from gpufleet.api.types import GpuDatasheet, ModelArchitecture, WeightDtype
 from gpufleet.perf.calibration import DEFAULT, FIELDS, Calibration, calibration
-from gpufleet.perf.capacity import decode_bound_rps
+from gpufleet.perf.capacity import decode_bound_rps, sustained_rps
 from gpufleet.perf.engine import EngineResult, simulate
 from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch, model
@@ -50,8 +50,6 @@ from gpufleet.perf.roofline import Replica
 from gpufleet.perf.workload import benchmark_workload
 from gpufleet.planning.capacity import Fit
 
-SATURATED_REQUESTS = 600
-SATURATED_OFFERED = 2.0  # x the decode bound
 IDLE_REQUESTS = 200
 IDLE_OFFERED = 1 / 64  # x the decode bound
 
@@ -166,13 +164,10 @@ def _numbers(
             f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name} "
             f"({card.memory_gib:g} GiB each)"
         )
-    bound = decode_bound_rps(replica, prompt, output) / 1.5
-    busy = _run(replica, bound * SATURATED_OFFERED, SATURATED_REQUESTS, prompt, output)
-    done = np.sort(busy.finish[~np.isnan(busy.finish)])
-    if len(done) < SATURATED_REQUESTS // 2:
+    throughput = sustained_rps(replica, prompt, output)
+    if throughput <= 0:
         raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: most requests never served")
-    lo, hi = len(done) // 4, 3 * len(done) // 4
-    throughput = (hi - lo) / max(float(done[hi] - done[lo]), 1e-9)
+    bound = decode_bound_rps(replica, prompt, output) / 1.5
     idle = _run(replica, bound * IDLE_OFFERED, IDLE_REQUESTS, prompt, output)
     if np.any(np.isnan(idle.ttft)):
         raise NotDerivable(

@@ -15,10 +15,13 @@ forecast error (the deviation). Each pass:
 The *expected* demand over a horizon h is the larger of what is observed now and the
 level carried h seconds ahead on the trend (a falling trend never plans below today:
 scale-down has its own delay). The *planned* demand is the expected one at the spec's
-quantile (`scaling.forecastPercentile`): the forecast error over h intervals grows like
-the square root of their number, so
+quantile (`scaling.forecastPercentile`):
 
-    planned = expected + z(percentile) * deviation * sqrt(max(1, h / interval))
+    planned = expected + z(percentile) * deviation
+
+The deviation is not widened with the horizon (as a random walk's error would be, by the
+square root of the intervals in it): the change a reserve is for is a step, one error the
+size of the step, however many intervals the horizon spans.
 
 Where the demand is steady the deviation is the noise of one window, and the headroom
 (`scaling.headroomPercent`) already covers it; where it jumps (bursts, flash crowds),

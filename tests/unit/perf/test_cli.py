@@ -10,7 +10,7 @@ import pytest
 from gpufleet.cli import main
 from tests.pools import SHARED_DATA
 
-pytestmark = pytest.mark.timeout(10)
+pytestmark = pytest.mark.timeout(60)  # `model show` simulates streams of 90 s of requests
 RUNS_DIR = SHARED_DATA / "iog-llm-inference-benchmarks"
 KEYS = {"p99TtftMs", "medianTtftMs", "medianTpotMs", "outputTokensPerSecond"}
 
