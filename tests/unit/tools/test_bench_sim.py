@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
 import pytest
 from tools.bench_sim import (
+    AFTER_BURST_SECONDS,
     ASSIGNS,
     AZURE,
     TRACES,
     Case,
     command,
+    first_burst,
     main,
     results_rows,
     suite_markdown,
@@ -250,3 +254,34 @@ def test_a_miss_whose_misses_bunch_up_at_the_start_says_so() -> None:
     )
     [plain] = [t.reason for t in targets(spread) if t.key == "a:batch"]
     assert "first 300 s" not in plain
+
+
+def test_a_miss_whose_misses_bunch_up_in_the_first_burst_says_so() -> None:
+    ours = summary("gpufleet", 0.1, 0.99, 0.85)
+    bunched = Case(
+        "bursts",
+        "fraction",
+        [ours, ORACLE],
+        {"realtime": 1.0, "batch": 1.0},
+        early={"batch": (0, 1900, 1003, 12600)},
+        first_burst=(600.0, 780.0),
+        in_burst={"batch": (1200, 1500)},
+    )
+    [reason] = [t.reason for t in targets(bunched) if t.key == "a:batch"]
+    assert (
+        "1200 of its 1900 misses (63%) arrived in the trace's first burst and the 120 s after "
+        "it (600-780 s), with 12% of its requests" in reason
+    )
+    assert "outside it, it missed 6.31% of its requests" in reason
+    assert "first 300 s" not in reason
+
+
+def test_the_first_burst_is_found_in_the_arrivals() -> None:
+    calm = np.arange(0.0, 600.0, 0.5)  # 60 a bin
+    burst = np.arange(600.0, 660.0, 0.1)  # 300 a bin for two bins
+    later = np.arange(660.0, 1200.0, 0.5)
+    arrivals = np.concatenate([calm, burst, later])
+    outcome = SimpleNamespace(results=[SimpleNamespace(arrival_seconds=arrivals)])
+    assert first_burst(outcome) == (600.0, 660.0 + AFTER_BURST_SECONDS)  # type: ignore[arg-type]
+    steady = SimpleNamespace(results=[SimpleNamespace(arrival_seconds=np.arange(0.0, 900.0, 0.5))])
+    assert first_burst(steady) is None  # type: ignore[arg-type]
