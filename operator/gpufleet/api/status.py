@@ -258,6 +258,16 @@ class DemandForecast(StatusModel):
         default=0, description="Demand planned for: the expected one at the planned quantile."
     )
     updated_at: datetime = Field(description="The pass that last updated it.")
+    # The burst memory (planning.forecast): bursts over within a lead time, held while due.
+    baseline_tokens_per_second: int | None = Field(default=None, description="Demand, no bursts.")
+    burst_since: datetime | None = Field(default=None, description="The burst in progress began.")
+    burst_peak_tokens_per_second: int = Field(default=0, description="Its highest demand so far.")
+    last_burst_at: datetime | None = Field(default=None, description="The last such burst ended.")
+    burst_gap_seconds: int = Field(default=0, description="Their mean gap (0: one or none yet).")
+    last_burst_peak_tokens_per_second: int = Field(default=0, description="Its peak demand.")
+    recent_burst_peak_tokens_per_second: int = Field(
+        default=0, description="The higher of the last two peaks: held while bursts recur."
+    )
 
 
 class PromptLengths(StatusModel):

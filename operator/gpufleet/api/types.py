@@ -820,7 +820,9 @@ class Scaling(Model):
         description=(
             "The quantile of the demand forecast planned for, in percent: 50 plans for the "
             "expected demand; higher holds a burst reserve sized from the demand's own "
-            "volatility over a replica's lead time. Defaults to 90."
+            "volatility over a replica's lead time, and holds the peak of recurring bursts "
+            "shorter than that lead time until the next is due at this quantile. Defaults "
+            "to 90."
         ),
     )
     hedge_preemptible: bool = Field(

@@ -196,10 +196,20 @@ class Report:
                 (c.forecast.horizon_seconds for c in self.classes.values() if c.forecast),
                 default=0.0,
             )
+            peaks = [
+                f"{n} every {c.forecast.bursts.gap_seconds:.0f} s"
+                for n, c in self.classes.items()
+                if c.forecast is not None and c.forecast.holds_burst_peak
+            ]
             notes.append(
                 f"burst reserve: ${cost:.2f}/h holds {held} to absorb a step"
                 + (f" ({', '.join(steps)})" if steps else "")
                 + f" for {horizon:.0f} s"
+                + (
+                    f"; the peak of recurring bursts shorter than that ({', '.join(peaks)})"
+                    if peaks
+                    else ""
+                )
             )
         drained = {n: t.drain_replicas for n, t in self.tiers.items() if t.drain_replicas}
         queued = {n: c.backlog_tokens for n, c in self.classes.items() if c.backlog_tokens > 0}

@@ -29,12 +29,26 @@ the deviation grows and the planned demand holds a *burst reserve* that the head
 alone would not: replicas that absorb a step for the time a new one takes to load. The
 deviation forgets slowly (GAMMA), so a workload that bursts every few minutes keeps its
 reserve between bursts, and one that calmed down gives it back.
+
+*Burst memory.* A burst shorter than the horizon is over before a replica bought for it
+can serve, so reacting to it buys only cost, and the deviation forgets it within a few
+intervals. So each class also keeps a baseline (its demand outside bursts, smoothed) and
+remembers its short bursts (demand at least BURST_RATIO x the baseline, over within the
+horizon): when the last one ended, the mean gap between them (smoothed, GAP_ALPHA), and the
+higher of the last two peaks. While such bursts recur and the percentile asks for a reserve
+(over 50), the planned demand is at least that peak: a standing reserve for the next burst,
+what a fixed split sized for the peak holds. It is held for as long as the next burst comes
+within that time at the planned percentile, taking bursts to arrive at random (Poisson) at
+their mean gap: mean gap x -ln(1 - percentile), 2.3 gaps at the 90th. Two bursts at least
+make a pattern (one alone, a flash crowd, is never held), and bursts more than
+MAX_GAP_SECONDS apart on average are not held between. A burst that lasts longer than the
+horizon is a new level, which the forecast follows, not a burst.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from statistics import NormalDist
 
@@ -45,6 +59,31 @@ BETA = 0.3  # weight of a new observation's error in the trend
 DAMPING = 0.7  # per update: a trend seen once fades within a few intervals
 GAMMA = 0.1  # weight of a new error in the deviation: a memory of about ten intervals
 MINUTE = 60.0
+BURST_RATIO = 2.0  # demand at least double the baseline is a burst (noise is less)
+BASELINE_ALPHA = 0.2  # weight of a new observation outside bursts in the baseline
+GAP_ALPHA = 0.3  # weight of a new gap in the mean gap between bursts
+MAX_GAP_SECONDS = 1800.0  # bursts further apart than this are not held between
+
+
+@dataclass(frozen=True)
+class Bursts:
+    """A class's burst memory (see the module docstring), tokens/s."""
+
+    baseline: float | None = None
+    since: datetime | None = None  # the burst in progress began
+    peak: float = 0.0  # of the burst in progress
+    last_end: datetime | None = None  # when the last short burst ended
+    gap_seconds: float = 0.0  # mean gap between short bursts' ends (0: one or none yet)
+    last_peak: float = 0.0  # of the last short burst
+    recent_peak: float = 0.0  # the higher of the last two short bursts' peaks
+
+    def recurring(self, now: datetime, percentile: int) -> bool:
+        """Short bursts keep coming: the next one is due within the time that covers
+        `percentile` of Poisson gaps of their mean."""
+        if self.last_end is None or not 0 < self.gap_seconds <= MAX_GAP_SECONDS:
+            return False
+        hold = -math.log(1.0 - min(percentile, 99.9) / 100.0) * self.gap_seconds
+        return (now - self.last_end).total_seconds() <= hold
 
 
 @dataclass(frozen=True)
@@ -59,6 +98,8 @@ class ClassForecast:
     expected: float  # over the horizon, at the mean
     planned: float  # over the horizon, at the planned quantile
     updated_at: datetime  # when level, trend and deviation last moved
+    bursts: Bursts = Bursts()
+    holds_burst_peak: bool = False  # planned is the remembered peak of recurring bursts
 
     @property
     def reserve(self) -> float:
@@ -103,9 +144,19 @@ def update(
         deviation = math.sqrt(
             (1 - GAMMA) * previous.deviation_tokens_per_second**2 + GAMMA * error**2
         )
+    bursts = _remembered(previous)
+    if updated_at == now:  # the history moved this pass: so does the burst memory
+        bursts = remember(bursts, observed, now, horizon_seconds)
     ahead = level + trend * horizon_seconds
     expected = max(observed, ahead)
     planned = expected + z_score(percentile) * deviation
+    holds = (
+        percentile > 50
+        and bursts.recurring(now, percentile)
+        and bursts.recent_peak > max(planned, expected)
+    )
+    if holds:
+        planned = bursts.recent_peak
     return ClassForecast(
         observed=observed,
         level=level,
@@ -115,10 +166,55 @@ def update(
         expected=expected,
         planned=max(planned, expected),
         updated_at=updated_at,
+        bursts=bursts,
+        holds_burst_peak=holds,
+    )
+
+
+def remember(before: Bursts, observed: float, now: datetime, horizon_seconds: float) -> Bursts:
+    """The burst memory after one more interval's demand (see the module docstring)."""
+    base = observed if before.baseline is None else before.baseline
+    above = observed > BURST_RATIO * base and observed > 0
+    if before.since is None:
+        if above:
+            return replace(before, baseline=base, since=now, peak=observed)
+        return replace(before, baseline=base + BASELINE_ALPHA * (observed - base))
+    if above:
+        if (now - before.since).total_seconds() > horizon_seconds:
+            # Served by a reaction: a new level, not a burst.
+            return replace(before, baseline=observed, since=None, peak=0.0)
+        return replace(before, peak=max(before.peak, observed))
+    # Over within the horizon: a burst no reaction could have served.
+    ended = base + BASELINE_ALPHA * (observed - base)
+    gap = 0.0 if before.last_end is None else (now - before.last_end).total_seconds()
+    if gap > 0 and before.gap_seconds > 0:
+        gap = before.gap_seconds + GAP_ALPHA * (gap - before.gap_seconds)
+    return Bursts(
+        baseline=ended,
+        last_end=now,
+        gap_seconds=gap,
+        last_peak=before.peak,
+        recent_peak=max(before.peak, before.last_peak if gap > 0 else 0.0),
+    )
+
+
+def _remembered(previous: DemandForecast | None) -> Bursts:
+    if previous is None:
+        return Bursts()
+    base = previous.baseline_tokens_per_second
+    return Bursts(
+        baseline=None if base is None else float(base),
+        since=previous.burst_since,
+        peak=float(previous.burst_peak_tokens_per_second),
+        last_end=previous.last_burst_at,
+        gap_seconds=float(previous.burst_gap_seconds),
+        last_peak=float(previous.last_burst_peak_tokens_per_second),
+        recent_peak=float(previous.recent_burst_peak_tokens_per_second),
     )
 
 
 def to_status(forecast: ClassForecast) -> DemandForecast:
+    b = forecast.bursts
     return DemandForecast(
         level_tokens_per_second=round(forecast.level),
         trend_tokens_per_second_per_minute=round(forecast.trend_per_second * MINUTE),
@@ -126,4 +222,11 @@ def to_status(forecast: ClassForecast) -> DemandForecast:
         expected_tokens_per_second=round(forecast.expected),
         planned_tokens_per_second=round(forecast.planned),
         updated_at=forecast.updated_at.replace(microsecond=0),
+        baseline_tokens_per_second=None if b.baseline is None else round(b.baseline),
+        burst_since=None if b.since is None else b.since.replace(microsecond=0),
+        burst_peak_tokens_per_second=round(b.peak),
+        last_burst_at=None if b.last_end is None else b.last_end.replace(microsecond=0),
+        burst_gap_seconds=round(b.gap_seconds),
+        last_burst_peak_tokens_per_second=round(b.last_peak),
+        recent_burst_peak_tokens_per_second=round(b.recent_peak),
     )

@@ -78,6 +78,90 @@ def test_the_reserve_grows_with_the_planned_quantile() -> None:
     assert _run(series, percentile=50)[-1].reserve == 0
 
 
+# -- burst memory ----------------------------------------------------------------------------
+
+BASE, PEAK = 2000.0, 8000.0
+
+
+def _bursts(count: int, every: int, calm_after: int = 0) -> list[float]:
+    """A one-interval burst to PEAK every `every` intervals, then `calm_after` calm ones."""
+    series = [BASE if k % every else PEAK for k in range(1, count * every + 1)]
+    return series + [BASE] * calm_after
+
+
+def test_recurring_short_bursts_hold_their_peak_between_them() -> None:
+    runs = _run(_bursts(4, every=6))
+    last = runs[-2]  # calm, four intervals after the third burst
+    assert last.observed == BASE
+    assert last.holds_burst_peak and last.planned == pytest.approx(PEAK)
+    assert last.bursts.gap_seconds == 180
+    # The first burst alone held no peak (one burst is not a pattern), only the reserve.
+    first_calm = runs[7]
+    assert not first_calm.holds_burst_peak and first_calm.planned < 0.7 * PEAK
+
+
+def test_the_peak_is_given_back_when_the_bursts_stop() -> None:
+    # Gaps of 180 s: at the 90th percentile the next burst is due within 180 x ln 10 =
+    # 414 s of the last one's end, the first calm pass (elapsed 0, 30, ... 390 s: held).
+    runs = _run(_bursts(3, every=6, calm_after=20))
+    held = [f.holds_burst_peak for f in runs[-20:]]
+    assert held[:14] == [True] * 14 and not any(held[14:]), held
+    longer = [f.holds_burst_peak for f in _run(_bursts(3, every=6, calm_after=20), 99)[-20:]]
+    assert sum(longer) > sum(held)  # a higher percentile waits longer for the next one
+    assert runs[-1].planned < PEAK / 2
+
+
+def test_a_burst_longer_than_the_horizon_is_a_new_level_not_a_burst() -> None:
+    """Flash crowds: the forecast follows them; they are never held afterwards."""
+    series = ([BASE] * 5 + [PEAK] * 8) * 3 + [BASE] * 6
+    runs = _run(series)
+    assert not any(f.holds_burst_peak for f in runs)
+    assert runs[-1].bursts.last_end is None
+
+
+def test_noise_is_not_a_burst_and_the_median_holds_no_peak() -> None:
+    noisy = _run([BASE * (1.0 + 0.4 * (-1) ** k) for k in range(40)])
+    assert all(f.bursts.last_end is None for f in noisy)
+    median = _run(_bursts(4, every=6), percentile=50)
+    assert not any(f.holds_burst_peak for f in median)
+    assert median[-2].planned == median[-2].expected
+
+
+def test_the_burst_memory_survives_the_status() -> None:
+    runs = _run(_bursts(3, every=6))
+    carried = forecast.to_status(runs[-2])
+    assert carried.burst_gap_seconds == 180
+    assert carried.recent_burst_peak_tokens_per_second == PEAK
+    assert carried.last_burst_at is not None and carried.baseline_tokens_per_second
+    again = forecast.update(
+        carried, BASE, now=at(30 * 18), interval_seconds=30, horizon_seconds=106, percentile=90
+    )
+    assert again.holds_burst_peak
+
+
+def test_the_planner_holds_the_peak_of_recurring_bursts_and_says_so() -> None:
+    """Bursts of one interval every four, a 60 s scale-down delay: without the memory the
+    tier follows each burst down and pays a lead time of misses at the next."""
+
+    def run(percentile: int) -> list[tuple[int, str]]:
+        s = spec(scaling={"scaleDownDelaySeconds": 60, "forecastPercentile": percentile})
+        running = {"h100": 1, "rtx4090": 2}
+        status = previous(running, LIVE)
+        out = []
+        for k, batch in enumerate([4000.0 if k % 4 else 16000.0 for k in range(1, 21)]):
+            seen = observe(s, {"realtime": 1000, "batch": batch}, now=30 * k, ready=running)
+            p = plan(s, seen, status)
+            status, running = status_from(p, seen), replicas(p)
+            out.append((running["rtx4090"], p.message))
+        return out
+
+    held, median = run(90), run(50)
+    # The calm pass before the fifth burst: the memory holds the bursts' size.
+    assert held[-2][0] > median[-2][0], (held[-2], median[-2])
+    assert "the peak of recurring bursts shorter than that (batch every 120 s)" in held[-2][1]
+    assert "recurring bursts" not in median[-2][1]
+
+
 # -- lead time -------------------------------------------------------------------------------
 
 
