@@ -123,7 +123,7 @@ class Case:
     # The trace's first burst (start, end of the span counted) and gpufleet's misses and
     # requests per class in it: a burst no online policy saw coming.
     first_burst: tuple[float, float] | None = None
-    in_burst: Mapping[str, tuple[int, int]] = field(default_factory=dict)
+    in_burst: Mapping[str, tuple[int, int, int, int]] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -179,24 +179,7 @@ WARM_SECONDS = 300.0
 
 def early_misses(outcome: Outcome) -> dict[str, tuple[int, int, int, int]]:
     """gpufleet's (misses in the first WARM_SECONDS, misses, requests then, requests) per class."""
-    import numpy as np
-
-    for result, summary in zip(outcome.results, outcome.summaries, strict=True):
-        if summary.policy != "gpufleet" or len(result.arrival_seconds) != len(result.ttft):
-            continue
-        early = result.arrival_seconds < WARM_SECONDS
-        out = {}
-        for index, name in enumerate(result.classes):
-            mine = result.class_of == index
-            missed = mine & ~(result.ttft <= summary.classes[name].objective_seconds)
-            out[name] = (
-                int(np.count_nonzero(missed & early)),
-                int(np.count_nonzero(missed)),
-                int(np.count_nonzero(mine & early)),
-                int(np.count_nonzero(mine)),
-            )
-        return out
-    return {}
+    return misses_within(outcome, (0.0, WARM_SECONDS))
 
 
 # A burst: a BURST_BIN_SECONDS bin of arrivals at least BURST_RATIO x the median bin. The
@@ -224,8 +207,10 @@ def first_burst(outcome: Outcome) -> tuple[float, float] | None:
     return float(edges[start]), float(edges[start + length]) + AFTER_BURST_SECONDS
 
 
-def misses_within(outcome: Outcome, span: tuple[float, float] | None) -> dict[str, tuple[int, int]]:
-    """gpufleet's (misses, requests) per class arriving within `span`."""
+def misses_within(
+    outcome: Outcome, span: tuple[float, float] | None
+) -> dict[str, tuple[int, int, int, int]]:
+    """gpufleet's (misses arriving within `span`, misses, requests then, requests) per class."""
     import numpy as np
 
     if span is None:
@@ -236,9 +221,14 @@ def misses_within(outcome: Outcome, span: tuple[float, float] | None) -> dict[st
         inside = (result.arrival_seconds >= span[0]) & (result.arrival_seconds < span[1])
         out = {}
         for index, name in enumerate(result.classes):
-            mine = (result.class_of == index) & inside
+            mine = result.class_of == index
             missed = mine & ~(result.ttft <= summary.classes[name].objective_seconds)
-            out[name] = (int(np.count_nonzero(missed)), int(np.count_nonzero(mine)))
+            out[name] = (
+                int(np.count_nonzero(missed & inside)),
+                int(np.count_nonzero(missed)),
+                int(np.count_nonzero(mine & inside)),
+                int(np.count_nonzero(mine)),
+            )
         return out
     return {}
 
@@ -297,40 +287,41 @@ def _attainment(case: Case, ours: Summary, oracle: Summary, name: str) -> Target
 
 def _warm_start(early: tuple[int, int, int, int] | None) -> str:
     """'; 589 of its 683 misses ...' where misses bunch up in the first minutes."""
-    if early is None:
-        return ""
-    missed_then, missed, requests_then, requests = early
-    if missed <= 0 or requests <= 0 or missed_then < 10:
-        return ""
-    if missed_then / missed < 2 * requests_then / requests:
-        return ""
-    after = (missed - missed_then) / max(requests - requests_then, 1)
-    return (
-        f"; {missed_then} of its {missed} misses ({missed_then / missed:.0%}) arrived in the "
-        f"first {WARM_SECONDS:.0f} s, with {requests_then / requests:.0%} of its requests: the "
-        f"fleet started for the first interval's demand catching up; after them it missed "
-        f"{after:.2%} of its requests"
+    return _bunched(
+        early,
+        f"the first {WARM_SECONDS:.0f} s",
+        "the fleet started for the first interval's demand catching up; after them",
     )
 
 
 def _first_burst(case: Case, name: str) -> str:
     """'; 1203 of its 1858 misses ... in the trace's first burst' where they bunch up there."""
-    early, inside = case.early.get(name), case.in_burst.get(name)
-    if case.first_burst is None or early is None or inside is None:
+    if case.first_burst is None:
         return ""
-    missed_then, requests_then = inside
-    missed, requests = early[1], early[3]
+    start, end = case.first_burst
+    return _bunched(
+        case.in_burst.get(name),
+        f"the trace's first burst and the {AFTER_BURST_SECONDS:.0f} s after it "
+        f"({start:.0f}-{end:.0f} s)",
+        "no online policy had seen a burst before it; outside it,",
+    )
+
+
+def _bunched(counts: tuple[int, int, int, int] | None, where: str, then: str) -> str:
+    """'; M of its N misses (X%) arrived in WHERE, with Y% of its requests: THEN it missed
+    Z% of its requests', where at least 10 misses and twice the requests' share fall there."""
+    if counts is None:
+        return ""
+    missed_then, missed, requests_then, requests = counts
     if missed <= 0 or requests <= 0 or missed_then < 10:
         return ""
     if missed_then / missed < 2 * requests_then / requests:
         return ""
-    start, end = case.first_burst
     after = (missed - missed_then) / max(requests - requests_then, 1)
     return (
-        f"; {missed_then} of its {missed} misses ({missed_then / missed:.0%}) arrived in the "
-        f"trace's first burst and the {AFTER_BURST_SECONDS:.0f} s after it ({start:.0f}-"
-        f"{end:.0f} s), with {requests_then / requests:.0%} of its requests: no online policy "
-        f"had seen a burst before it; outside it, it missed {after:.2%} of its requests"
+        f"; {missed_then} of its {missed} misses ({missed_then / missed:.0%}) arrived in "
+        f"{where}, with {requests_then / requests:.0%} of its requests: {then} it missed "
+        f"{after:.2%} of its requests"
     )
 
 

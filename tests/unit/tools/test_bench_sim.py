@@ -265,7 +265,7 @@ def test_a_miss_whose_misses_bunch_up_in_the_first_burst_says_so() -> None:
         {"realtime": 1.0, "batch": 1.0},
         early={"batch": (0, 1900, 1003, 12600)},
         first_burst=(600.0, 780.0),
-        in_burst={"batch": (1200, 1500)},
+        in_burst={"batch": (1200, 1900, 1500, 12600)},
     )
     [reason] = [t.reason for t in targets(bunched) if t.key == "a:batch"]
     assert (
