@@ -176,6 +176,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
         for n, d in decisions.items()
     }
+    target = _undo_nothing_yet(inputs, target, bounds.ask_upper)
     drained = {n: max(target[n] - decisions[n].replicas, 0) for n in names}
     target, protected = protect_traffic(
         inputs, bounds, target, _loads(inputs, capacities, rates, 1 + inputs.headroom)
@@ -227,6 +228,27 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         sizing=sizing,
         reused=reused,
     )
+
+
+def _undo_nothing_yet(
+    inputs: Inputs, target: Mapping[str, int], upper: Mapping[str, int]
+) -> dict[str, int]:
+    """A pass woken by an event within half an interval of the last decision does not delete
+    the replicas that decision started, while they start (as the forecast's history moves
+    once an interval): demand and queues read a second apart differ by noise, and a replica
+    created and deleted within it serves nothing (seen in the demo: h100 3->4, then 4->3 one
+    second later, both on the drain of a queue)."""
+    decided = inputs.previous.last_decision
+    if decided is None:
+        return dict(target)
+    since = (inputs.now - decided.time).total_seconds()
+    if not 0 <= since < inputs.spec.scaling.interval_seconds / 2:
+        return dict(target)
+    out = dict(target)
+    for t in inputs.previous.tiers:
+        if t.name in out and t.desired_replicas > inputs.seen(t.name).ready_replicas:
+            out[t.name] = min(max(out[t.name], t.desired_replicas), upper[t.name])
+    return out
 
 
 def _initial(inputs: Inputs, fleet: Fleet) -> Plan:

@@ -249,6 +249,11 @@ def test_a_growing_queue_buys_more_and_what_drains_it_is_not_held() -> None:
     after = observe(s, {"realtime": 1000, "batch": 10000}, now=60, ready=replicas(busy))
     drained = plan(s, after, status_from(busy, queued))
     assert replicas(drained)["rtx4090"] == replicas(quiet)["rtx4090"]
+    # But not by a pass an event woke a second after the decision that bought it: the
+    # queue read then is noise, and the replicas have not even started.
+    soon = observe(s, {"realtime": 1000, "batch": 10000}, now=31, ready=running)
+    early = plan(s, soon, status_from(busy, queued))
+    assert replicas(early)["rtx4090"] == replicas(busy)["rtx4090"]
 
 
 def test_reserve_is_priced_in_the_plan() -> None:
