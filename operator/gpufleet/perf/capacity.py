@@ -3,8 +3,8 @@
 A steady Poisson stream (the benchmark's arrival process and ShareGPT-like lengths with the
 given means) through one replica: at least `REQUESTS` requests and at least `STEADY_SECONDS`
 of arrivals, so a rate the replica cannot sustain shows a queue that keeps growing rather
-than the short backlog of a 200-request benchmark run (which let 4x RTX 4090 "hold" 15.5
-req/s for 2 s where it sustains 12.8). Capacity is the highest rate whose P99 TTFT stays
+than the short backlog of a 400-request run (which let one RTX 4090 with Llama 3 8B "hold"
+15.5 req/s within 2 s where it sustains 12.8). Capacity is the highest rate whose P99 TTFT stays
 under an objective (bisection; the same seeded draws scale with 1/rate, so P99 grows with
 the rate up to the draws' noise), never above the sustained throughput: requests completed
 per second while a backlog keeps the engine at its largest batch (the middle half of
