@@ -11,16 +11,10 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
-from pydantic.alias_generators import to_camel
+from pydantic import Field, StringConstraints
 
-Text = Annotated[str, StringConstraints(max_length=1024)]
-
-
-class StatusModel(BaseModel):
-    """Base for status models: camelCase, tolerant of fields a newer operator wrote."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
+from gpufleet.api.bursts import BurstMemory
+from gpufleet.api.statusbase import StatusModel, Text
 
 
 class ConditionType(StrEnum):
@@ -258,15 +252,9 @@ class DemandForecast(StatusModel):
         default=0, description="Demand planned for: the expected one at the planned quantile."
     )
     updated_at: datetime = Field(description="The pass that last updated it.")
-    # The burst memory (planning.forecast): bursts over within a lead time, held while due.
-    baseline_tokens_per_second: int | None = Field(default=None, description="Demand, no bursts.")
-    burst_since: datetime | None = Field(default=None, description="The burst in progress began.")
-    burst_peak_tokens_per_second: int = Field(default=0, description="Its highest demand so far.")
-    last_burst_at: datetime | None = Field(default=None, description="The last such burst ended.")
-    burst_gap_seconds: int = Field(default=0, description="Their mean gap (0: one or none yet).")
-    last_burst_peak_tokens_per_second: int = Field(default=0, description="Its peak demand.")
-    recent_burst_peak_tokens_per_second: int = Field(
-        default=0, description="The higher of the last two peaks: held while bursts recur."
+    bursts: BurstMemory | None = Field(
+        default=None,
+        description="What the forecast remembers of the class's bursts (absent: none yet).",
     )
 
 

@@ -52,6 +52,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from statistics import NormalDist
 
+from gpufleet.api.bursts import BurstMemory
 from gpufleet.api.status import DemandForecast
 
 ALPHA = 0.5  # weight of a new observation in the level: half the error, each interval
@@ -199,17 +200,17 @@ def remember(before: Bursts, observed: float, now: datetime, horizon_seconds: fl
 
 
 def _remembered(previous: DemandForecast | None) -> Bursts:
-    if previous is None:
+    kept = None if previous is None else previous.bursts
+    if kept is None:
         return Bursts()
-    base = previous.baseline_tokens_per_second
     return Bursts(
-        baseline=None if base is None else float(base),
-        since=previous.burst_since,
-        peak=float(previous.burst_peak_tokens_per_second),
-        last_end=previous.last_burst_at,
-        gap_seconds=float(previous.burst_gap_seconds),
-        last_peak=float(previous.last_burst_peak_tokens_per_second),
-        recent_peak=float(previous.recent_burst_peak_tokens_per_second),
+        baseline=float(kept.baseline_tokens_per_second),
+        since=kept.since,
+        peak=float(kept.peak_tokens_per_second),
+        last_end=kept.last_ended_at,
+        gap_seconds=float(kept.mean_gap_seconds),
+        last_peak=float(kept.last_peak_tokens_per_second),
+        recent_peak=float(kept.held_peak_tokens_per_second),
     )
 
 
@@ -222,11 +223,15 @@ def to_status(forecast: ClassForecast) -> DemandForecast:
         expected_tokens_per_second=round(forecast.expected),
         planned_tokens_per_second=round(forecast.planned),
         updated_at=forecast.updated_at.replace(microsecond=0),
-        baseline_tokens_per_second=None if b.baseline is None else round(b.baseline),
-        burst_since=None if b.since is None else b.since.replace(microsecond=0),
-        burst_peak_tokens_per_second=round(b.peak),
-        last_burst_at=None if b.last_end is None else b.last_end.replace(microsecond=0),
-        burst_gap_seconds=round(b.gap_seconds),
-        last_burst_peak_tokens_per_second=round(b.last_peak),
-        recent_burst_peak_tokens_per_second=round(b.recent_peak),
+        bursts=None
+        if b.baseline is None
+        else BurstMemory(
+            baseline_tokens_per_second=round(b.baseline),
+            since=None if b.since is None else b.since.replace(microsecond=0),
+            peak_tokens_per_second=round(b.peak),
+            last_ended_at=None if b.last_end is None else b.last_end.replace(microsecond=0),
+            mean_gap_seconds=round(b.gap_seconds),
+            last_peak_tokens_per_second=round(b.last_peak),
+            held_peak_tokens_per_second=round(b.recent_peak),
+        ),
     )

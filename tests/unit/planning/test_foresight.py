@@ -130,9 +130,10 @@ def test_noise_is_not_a_burst_and_the_median_holds_no_peak() -> None:
 def test_the_burst_memory_survives_the_status() -> None:
     runs = _run(_bursts(3, every=6))
     carried = forecast.to_status(runs[-2])
-    assert carried.burst_gap_seconds == 180
-    assert carried.recent_burst_peak_tokens_per_second == PEAK
-    assert carried.last_burst_at is not None and carried.baseline_tokens_per_second
+    kept = carried.bursts
+    assert kept is not None and kept.mean_gap_seconds == 180
+    assert kept.held_peak_tokens_per_second == PEAK
+    assert kept.last_ended_at is not None and kept.baseline_tokens_per_second
     again = forecast.update(
         carried, BASE, now=at(30 * 18), interval_seconds=30, horizon_seconds=106, percentile=90
     )
