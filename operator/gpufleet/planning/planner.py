@@ -236,8 +236,8 @@ def _undo_nothing_yet(
     """A pass woken by an event within half an interval of the last decision does not delete
     the replicas that decision started, while they start (as the forecast's history moves
     once an interval): demand and queues read a second apart differ by noise, and a replica
-    created and deleted within it serves nothing (seen in the demo: h100 3->4, then 4->3 one
-    second later, both on the drain of a queue)."""
+    created and deleted within it serves nothing (seen in the demo's realtime surge: h100
+    3->4, then 4->3 one second later)."""
     decided = inputs.previous.last_decision
     if decided is None:
         return dict(target)
