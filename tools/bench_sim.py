@@ -182,17 +182,19 @@ def early_misses(outcome: Outcome) -> dict[str, tuple[int, int, int, int]]:
     return misses_within(outcome, (0.0, WARM_SECONDS))
 
 
-# A burst: a BURST_BIN_SECONDS bin of arrivals at least BURST_RATIO x the median bin. The
-# span counted runs AFTER_BURST_SECONDS past its end: a replica bought at its start serves
-# after the example's 76 s model load and a 30 s decision interval.
+# A burst: a BURST_BIN_SECONDS bin of arrivals at least the planner's burst ratio x the
+# median bin (gpufleet.planning.forecast.BURST_RATIO, one definition for both). The span
+# counted runs AFTER_BURST_SECONDS past its end: a replica bought at its start serves after
+# the example's 76 s model load and a 30 s decision interval.
 BURST_BIN_SECONDS = 30.0
-BURST_RATIO = 2.0
 AFTER_BURST_SECONDS = 120.0
 
 
 def first_burst(outcome: Outcome) -> tuple[float, float] | None:
     """The span of the trace's first burst, from its arrivals (None: no burst)."""
     import numpy as np
+
+    from gpufleet.planning.forecast import BURST_RATIO
 
     arrivals = next((r.arrival_seconds for r in outcome.results if len(r.arrival_seconds)), None)
     if arrivals is None:
