@@ -5,7 +5,8 @@
         [--preemption-notice-seconds N] [--output table|json]
 
 `--trace` takes an Azure LLM trace CSV or `synthetic:KIND` (constant, diurnal, bursts,
-flash-crowd) with `--rate`. Exit status: 0, or 2 for an invalid pool, trace or option.
+flash-crowd, workday: several days with `--duration`) with `--rate`. Exit status: 0, or 2
+for an invalid pool, trace or option.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ def register(subparsers: Any) -> None:
         "--trace",
         required=True,
         help="Azure LLM trace CSV (TIMESTAMP,ContextTokens,GeneratedTokens) or synthetic:KIND "
-        "with KIND one of constant, diurnal, bursts, flash-crowd",
+        "with KIND one of constant, diurnal, bursts, flash-crowd, workday",
     )
     parser.add_argument(
         "--policy",

@@ -194,6 +194,7 @@ class Shape(StrEnum):
     DIURNAL = "diurnal"  # one sinusoidal day over the duration, trough at the start
     BURSTS = "bursts"  # short 4x bursts at random times, about 6 an hour
     FLASH_CROWD = "flash-crowd"  # a sudden 5x surge at 40% of the duration, decaying
+    WORKDAY = "workday"  # 4x from 09:00 to 17:00 UTC each day (the trace starts at 00:00)
 
 
 DIURNAL_AMPLITUDE = 0.6
@@ -204,6 +205,8 @@ FLASH_FACTOR = 5.0
 FLASH_AT = 0.4
 FLASH_RAMP_SECONDS = 30.0
 FLASH_DECAY_SECONDS = 300.0
+WORKDAY_FACTOR = 4.0
+WORKDAY_HOURS = (9, 17)
 PROMPT_SIGMA = 1.0  # lognormal spread of lengths, about the Azure conversation trace's
 OUTPUT_SIGMA = 0.8
 MAX_TOKENS = 16384
@@ -222,6 +225,10 @@ def rate_curve(
         rate = np.full_like(t, mean_rps)
         for b in burst_starts:
             rate[(t >= b) & (t < b + BURST_SECONDS)] = mean_rps * BURST_FACTOR
+    elif shape is Shape.WORKDAY:
+        hour = (t % 86400.0) / 3600.0
+        busy = (hour >= WORKDAY_HOURS[0]) & (hour < WORKDAY_HOURS[1])
+        rate = mean_rps * np.where(busy, WORKDAY_FACTOR, 1.0)
     else:
         onset = FLASH_AT * duration_seconds
         ramp = np.clip((t - onset) / FLASH_RAMP_SECONDS, 0.0, 1.0)
