@@ -1,4 +1,5 @@
-"""What a class's demand forecast remembers of its bursts, in status (planning.forecast)."""
+"""What a class's demand forecast remembers of its bursts and its days, in status
+(planning.forecast, planning.daily)."""
 
 from __future__ import annotations
 
@@ -39,3 +40,23 @@ class BurstMemory(StatusModel):
             "due at forecastPercentile."
         ),
     )
+
+
+class DailyPattern(StatusModel):
+    """A class's demand by time of day, smoothed over days: what the forecast plans ahead of
+    a step that recurs at the same time each day."""
+
+    tokens_per_second: list[float] = Field(
+        description=(
+            "Usual demand in each 15-minute slot of the UTC day, from 00:00: each day's mean, "
+            "smoothed over days (96 slots; -1: not seen yet)."
+        )
+    )
+    since: datetime = Field(description="The first pass it learned from: used after a day.")
+    open_at: datetime | None = Field(
+        default=None, description="The first pass of the slot in progress (folded in when over)."
+    )
+    open_tokens_per_second: float = Field(
+        default=0.0, description="The mean demand of the slot in progress so far."
+    )
+    open_passes: int = Field(default=0, description="The passes that mean is over.")

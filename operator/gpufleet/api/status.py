@@ -13,7 +13,7 @@ from typing import Annotated
 
 from pydantic import Field, StringConstraints
 
-from gpufleet.api.bursts import BurstMemory
+from gpufleet.api.bursts import BurstMemory, DailyPattern
 from gpufleet.api.statusbase import StatusModel, Text
 
 
@@ -255,6 +255,9 @@ class DemandForecast(StatusModel):
     bursts: BurstMemory | None = Field(
         default=None,
         description="What the forecast remembers of the class's bursts (absent: none yet).",
+    )
+    daily: DailyPattern | None = Field(
+        default=None, description="The class's demand by time of day (absent: none yet)."
     )
 
 

@@ -180,6 +180,11 @@ class Report:
                 "forecast "
                 + ", ".join(
                     f"{n} {tokens(f.expected)} within {f.horizon_seconds:.0f} s"
+                    + (
+                        f" (its daily pattern rises {tokens(f.daily_rise)} by then)"
+                        if f.daily_rise > 0
+                        else ""
+                    )
                     for n, f in rising.items()
                 )
             )

@@ -43,17 +43,23 @@ their mean gap: mean gap x -ln(1 - percentile), 2.3 gaps at the 90th. Two bursts
 make a pattern (one alone, a flash crowd, is never held), and bursts more than
 MAX_GAP_SECONDS apart on average are not held between. A burst that lasts longer than the
 horizon is a new level, which the forecast follows, not a burst.
+
+*Daily pattern.* Each class also keeps its demand by time of day (planning.daily); once it
+has seen a whole day, the expected demand is at least the demand seen now plus the rise the
+day usually brings within the horizon, so a step that recurs daily is planned a lead time
+ahead of it.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from statistics import NormalDist
 
-from gpufleet.api.bursts import BurstMemory
+from gpufleet.api.bursts import BurstMemory, DailyPattern
 from gpufleet.api.status import DemandForecast
+from gpufleet.planning import daily as days
 
 ALPHA = 0.5  # weight of a new observation in the level: half the error, each interval
 BETA = 0.3  # weight of a new observation's error in the trend
@@ -101,6 +107,8 @@ class ClassForecast:
     updated_at: datetime  # when level, trend and deviation last moved
     bursts: Bursts = Bursts()
     holds_burst_peak: bool = False  # planned is the remembered peak of recurring bursts
+    daily: days.Daily = field(default_factory=days.Daily)
+    daily_rise: float = 0.0  # what the daily pattern added to the expected demand
 
     @property
     def reserve(self) -> float:
@@ -146,10 +154,13 @@ def update(
             (1 - GAMMA) * previous.deviation_tokens_per_second**2 + GAMMA * error**2
         )
     bursts = _remembered(previous)
-    if updated_at == now:  # the history moved this pass: so does the burst memory
+    pattern = _pattern(previous)
+    if updated_at == now:  # the history moved this pass: so do the burst and daily memories
         bursts = remember(bursts, observed, now, horizon_seconds)
+        pattern = days.learn(pattern, observed, now)
     ahead = level + trend * horizon_seconds
-    expected = max(observed, ahead)
+    rise = days.rise(pattern, now, horizon_seconds)
+    expected = max(observed, ahead, observed + rise)
     planned = expected + z_score(percentile) * deviation
     holds = (
         percentile > 50
@@ -169,6 +180,8 @@ def update(
         updated_at=updated_at,
         bursts=bursts,
         holds_burst_peak=holds,
+        daily=pattern,
+        daily_rise=rise if observed + rise > ahead else 0.0,
     )
 
 
@@ -214,8 +227,22 @@ def _remembered(previous: DemandForecast | None) -> Bursts:
     )
 
 
+def _pattern(previous: DemandForecast | None) -> days.Daily:
+    kept = None if previous is None else previous.daily
+    if kept is None or len(kept.tokens_per_second) != days.SLOTS:
+        return days.Daily()
+    return days.Daily(
+        slots=tuple(float(v) if v >= 0 else days.UNSEEN for v in kept.tokens_per_second),
+        since=kept.since,
+        open_at=kept.open_at,
+        open_mean=float(kept.open_tokens_per_second),
+        open_passes=kept.open_passes,
+    )
+
+
 def to_status(forecast: ClassForecast) -> DemandForecast:
     b = forecast.bursts
+    d = forecast.daily
     return DemandForecast(
         level_tokens_per_second=round(forecast.level),
         trend_tokens_per_second_per_minute=round(forecast.trend_per_second * MINUTE),
@@ -233,5 +260,14 @@ def to_status(forecast: ClassForecast) -> DemandForecast:
             mean_gap_seconds=round(b.gap_seconds),
             last_peak_tokens_per_second=round(b.last_peak),
             held_peak_tokens_per_second=round(b.recent_peak),
+        ),
+        daily=None
+        if d.since is None
+        else DailyPattern(
+            tokens_per_second=[round(v, 1) if v >= 0 else -1.0 for v in d.slots],
+            since=d.since.replace(microsecond=0),
+            open_at=None if d.open_at is None else d.open_at.replace(microsecond=0),
+            open_tokens_per_second=round(d.open_mean, 1),
+            open_passes=d.open_passes,
         ),
     )
