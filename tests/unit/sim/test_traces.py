@@ -123,3 +123,12 @@ def test_a_flash_crowd_surges_then_decays() -> None:
     before, surge, after = per_minute[20], per_minute[25], per_minute[55]
     assert surge > 3 * before
     assert after < surge / 2
+
+
+def test_a_workday_is_four_times_busier_from_nine_to_five_every_day() -> None:
+    t, rate = rate_curve(Shape.WORKDAY, 3.0, 2 * 86400)
+    assert rate.mean() == pytest.approx(3.0)
+    hour = (t % 86400) / 3600
+    assert np.allclose(rate[(hour >= 9) & (hour < 17)], 6.0)
+    assert np.allclose(rate[(hour < 9) | (hour >= 17)], 1.5)
+    assert rate[86400 + 9 * 3600] == rate[9 * 3600]  # the next day repeats it
