@@ -61,7 +61,7 @@ def learn(before: Daily, observed: float, now: datetime) -> Daily:
     since = before.since or now
     opened = before.open_at
     if opened is not None and slot_of(opened) == slot_of(now) and now - opened < DAY / SLOTS:
-        passes = before.open_passes + 1
+        passes = max(before.open_passes, 0) + 1
         mean = before.open_mean + (observed - before.open_mean) / passes
         return Daily(slots, since, opened, mean, passes)
     if opened is not None and before.open_passes > 0:

@@ -144,3 +144,31 @@ def test_the_planner_buys_ahead_of_the_daily_step_and_says_so() -> None:
     assert replicas(ahead)["rtx4090"] > replicas(flat)["rtx4090"], (ahead.message, flat.message)
     assert "its daily pattern rises" in ahead.message
     assert "daily pattern" not in flat.message
+
+
+def test_a_strange_status_is_read_as_no_pattern_and_never_fails() -> None:
+    now = MIDNIGHT.replace(hour=9)
+    odd = DemandForecast(
+        level_tokens_per_second=1000,
+        updated_at=now - timedelta(minutes=1),
+        daily=DailyPattern(
+            tokens_per_second=[float("nan"), -5.0, 3.0],  # not 96 slots
+            since=now + timedelta(days=1),
+            open_at=now,
+            open_tokens_per_second=-1.0,
+            open_passes=-3,
+        ),
+    )
+    f = forecast.update(
+        odd, BASE, now=now, interval_seconds=STEP, horizon_seconds=HORIZON, percentile=90
+    )
+    assert f.daily_rise == 0.0 and f.expected >= BASE
+    kept = forecast.to_status(f).daily
+    assert kept is not None and len(kept.tokens_per_second) == daily.SLOTS
+    # The right length, but a count below zero and a first pass a day ahead: no crash, no rise.
+    assert odd.daily is not None
+    odd.daily.tokens_per_second = [BASE] * daily.SLOTS
+    f = forecast.update(
+        odd, BASE, now=now, interval_seconds=STEP, horizon_seconds=HORIZON, percentile=90
+    )
+    assert f.daily_rise == 0.0 and f.daily.open_passes == 1
