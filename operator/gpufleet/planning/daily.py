@@ -13,7 +13,8 @@ adds its *rise*: how far the slots the horizon reaches stand above the slot of n
     rise = max(slot value over [now, now + horizon]) - value of now's slot   (at least 0)
 
 so a step that recurs at the same time each day is planned for a lead time before it comes,
-by the size it usually has. The rise is added to the demand seen now, and only upward: a
+by the size it usually has (the forecast counts only the part of it beyond the demand's
+usual deviation: neighbouring slots differ by noise too). The rise is added to the demand seen now, and only upward: a
 falling pattern never plans below today (scale-down has its own delay). A slot not seen
 yet (the operator was down, or the class is new) adds nothing. The rise is additive, the
 usual step in tokens/s: a day busier than usual gets the usual step on top of its own level.

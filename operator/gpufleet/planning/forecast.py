@@ -46,7 +46,8 @@ horizon is a new level, which the forecast follows, not a burst.
 
 *Daily pattern.* Each class also keeps its demand by time of day (planning.daily); once it
 has seen a whole day, the expected demand is at least the demand seen now plus the rise the
-day usually brings within the horizon, so a step that recurs daily is planned a lead time
+day usually brings within the horizon, less the deviation (slots differ by noise too, which
+the planned quantile covers already), so a step that recurs daily is planned a lead time
 ahead of it.
 """
 
@@ -159,7 +160,8 @@ def update(
         bursts = remember(bursts, observed, now, horizon_seconds)
         pattern = days.learn(pattern, observed, now)
     ahead = level + trend * horizon_seconds
-    rise = days.rise(pattern, now, horizon_seconds)
+    # Slots differ by noise too: only the part of a rise beyond the usual deviation is a step.
+    rise = max(days.rise(pattern, now, horizon_seconds) - deviation, 0.0)
     expected = max(observed, ahead, observed + rise)
     planned = expected + z_score(percentile) * deviation
     holds = (

@@ -172,3 +172,26 @@ def test_a_strange_status_is_read_as_no_pattern_and_never_fails() -> None:
         odd, BASE, now=now, interval_seconds=STEP, horizon_seconds=HORIZON, percentile=90
     )
     assert f.daily_rise == 0.0 and f.daily.open_passes == 1
+
+
+def test_slots_that_differ_by_noise_are_not_a_step() -> None:
+    """A rise within the demand's usual deviation is noise the planned quantile covers."""
+    now = MIDNIGHT.replace(hour=8, minute=58)
+
+    def rise_with(next_slot: float) -> float:
+        slots = [BASE] * daily.SLOTS
+        slots[9 * 4] = next_slot
+        kept = DemandForecast(
+            level_tokens_per_second=round(BASE),
+            deviation_tokens_per_second=400,
+            updated_at=now - timedelta(seconds=STEP),
+            daily=DailyPattern(tokens_per_second=slots, since=now - timedelta(days=2)),
+        )
+        f = forecast.update(
+            kept, BASE, now=now, interval_seconds=STEP, horizon_seconds=HORIZON, percentile=90
+        )
+        return f.daily_rise
+
+    assert rise_with(BASE + 300) == 0.0
+    step = rise_with(BUSY)
+    assert BUSY - BASE - 400 <= step < BUSY - BASE
