@@ -84,6 +84,15 @@ def ready_after(run: RunResult, moment: float) -> dict[str, int]:
     return {tier: run.timeline.ready[tier][i] for tier in run.timeline.ready}
 
 
+def spent(run: RunResult, start: float, end: float) -> float:
+    """Dollars spent between two moments, from the timeline's running total."""
+    times = np.asarray(run.timeline.time)
+    cost = np.asarray(run.timeline.cost)
+    if not len(times):
+        return 0.0
+    return float(np.interp(end, times, cost) - np.interp(start, times, cost))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -119,6 +128,7 @@ def main(argv: list[str] | None = None) -> int:
                     for k, name in enumerate(classes)
                 ]
                 ready = ready_after(result, base + STEP_HOUR * 3600 + 1)
+                dollars = spent(result, base, base + DAY)
                 rows.append(
                     [
                         str(seed),
@@ -127,6 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                         " / ".join(f"{a * 100:.2f}" for a in around),
                         " / ".join(f"{a * 100:.2f}" for a in whole),
                         ", ".join(f"{t} {n}" for t, n in ready.items()),
+                        f"{dollars:.2f}",
                     ]
                 )
     wall = time.monotonic() - started
@@ -138,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         f"attained {_clock(WINDOW[0])}-{_clock(WINDOW[1])} %: {names}",
         "attained over the day %",
         "Ready at 09:00",
+        "$ that day",
     ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
@@ -160,7 +172,8 @@ day, so the step at 09:00 is a surprise it answers a lead time late; from day 2 
 class's daily pattern (its mean demand per 15-minute slot, `status.classes[].forecast.daily`)
 plans the step a lead time ahead. static-split holds the fleet sized for the busiest 30 s
 interval all day. Attainment is the share of a class's requests served within its
-objective; "Ready at 09:00" is the fleet at the first decision after 09:00.
+objective; "Ready at 09:00" is the fleet at the first decision after 09:00; "$ that day"
+what the fleet cost from 00:00 to 24:00.
 
 {table}
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from tools.bench_daily import DAYS, command, ready_after
+from tools.bench_daily import DAYS, command, ready_after, spent
 from tools.bench_daily import attainment as attained
 
 from gpufleet.sim.metrics import Fate
@@ -21,7 +21,9 @@ def _run() -> Any:
         class_of=np.array([0, 0, 0, 1, 0]),
         ttft=np.array([0.5, 3.0, 0.2, 0.1, np.nan]),
         fate=np.array([Fate.COMPLETED, Fate.COMPLETED, Fate.CUT, Fate.COMPLETED, Fate.DROPPED]),
-        timeline=SimpleNamespace(time=[0.0, 30.0, 60.0], ready={"h100": [1, 2, 3]}),
+        timeline=SimpleNamespace(
+            time=[0.0, 30.0, 60.0], ready={"h100": [1, 2, 3]}, cost=[0.0, 1.0, 4.0]
+        ),
     )
 
 
@@ -46,3 +48,9 @@ def test_the_command_replays_whole_days_of_the_workday_load() -> None:
     assert argv[argv.index("--trace") + 1] == "synthetic:workday"
     assert float(argv[argv.index("--duration") + 1]) == DAYS * 86400
     assert argv[argv.index("--seed") + 1] == "1"
+
+
+def test_a_day_s_dollars_come_from_the_running_total() -> None:
+    run = _run()
+    assert spent(run, 0.0, 60.0) == pytest.approx(4.0)
+    assert spent(run, 30.0, 45.0) == pytest.approx(1.5)
