@@ -104,6 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     rows: list[list[str]] = []
     objectives: dict[str, float] = {}
+    step: dict[tuple[str, int], list[float]] = {}  # (policy, day) -> step attainment per seed
+    cost: dict[tuple[str, int], list[float]] = {}
     for seed in SEEDS:
         argv_ = command(seed)
         print("gpufleet " + shlex.join(argv_), flush=True)
@@ -129,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 ]
                 ready = ready_after(result, base + STEP_HOUR * 3600 + 1)
                 dollars = spent(result, base, base + DAY)
+                step.setdefault((result.policy, day + 1), []).append(around[-1])
+                cost.setdefault((result.policy, day + 1), []).append(dollars)
                 rows.append(
                     [
                         str(seed),
@@ -154,7 +158,21 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     table = "\n".join(lines)
+    last = list(objectives)[-1] if objectives else "batch"
+    means = [
+        f"{policy}: "
+        + ", ".join(
+            f"day {d} {np.mean(step[(policy, d)]) * 100:.2f}% (${np.mean(cost[(policy, d)]):.2f})"
+            for d in range(1, DAYS + 1)
+        )
+        for policy in POLICIES
+    ]
+    summary = (
+        f"Mean over the seeds, {last} attained {_clock(WINDOW[0])}-{_clock(WINDOW[1])} "
+        "(and $ that day): " + "; ".join(means) + "."
+    )
     print(table)
+    print(summary)
     print(f"wall {wall:.0f} s")
     if args.no_write:
         return 0
@@ -176,6 +194,8 @@ objective; "Ready at 09:00" is the fleet at the first decision after 09:00; "$ t
 what the fleet cost from 00:00 to 24:00.
 
 {table}
+
+{summary}
 
 Wall time {wall:.0f} s.
 """
