@@ -110,11 +110,11 @@ def main(argv: list[str] | None = None) -> int:
         argv_ = command(seed)
         print("gpufleet " + shlex.join(argv_), flush=True)
         outcome = simulate(build_parser(["simulate"]).parse_args([*argv_, "--no-progress"]))
-        classes = [c.name for c in outcome.spec.traffic_classes]
         objectives = {c.name: c.objective_seconds for c in outcome.spec.traffic_classes}
         for day in range(DAYS):
             base = day * DAY
             for result in outcome.results:
+                classes = list(result.classes)  # the order of result.class_of
                 around = [
                     attainment(
                         result,
@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
                     ]
                 )
     wall = time.monotonic() - started
-    names = " / ".join(f"{n} ({objectives[n] * 1000:.0f} ms)" for n in objectives)
+    order = list(outcome.results[0].classes) if SEEDS else list(objectives)
+    names = " / ".join(f"{n} ({objectives[n] * 1000:.0f} ms)" for n in order)
     header = [
         "seed",
         "day",
@@ -158,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r) + " |" for r in rows]
     table = "\n".join(lines)
-    last = list(objectives)[-1] if objectives else "batch"
+    last = order[-1] if order else "batch"
     means = [
         f"{policy}: "
         + ", ".join(

@@ -7,17 +7,18 @@ slot of the day (UTC): the passes within a slot are averaged, and when the slot 
 mean is folded into the slot's value, smoothed over the days (DAY_WEIGHT: yesterday counts
 as much as all the days before it). A slot seen for the first time takes that day's mean.
 
-Once the profile has seen a whole day (its first pass at least a day ago), the forecast
+Once the pattern has seen a whole day (its first pass at least a day ago), the forecast
 adds its *rise*: how far the slots the horizon reaches stand above the slot of now,
 
     rise = max(slot value over [now, now + horizon]) - value of now's slot   (at least 0)
 
 so a step that recurs at the same time each day is planned for a lead time before it comes,
 by the size it usually has (the forecast counts only the part of it beyond the demand's
-usual deviation: neighbouring slots differ by noise too). The rise is added to the demand seen now, and only upward: a
-falling pattern never plans below today (scale-down has its own delay). A slot not seen
-yet (the operator was down, or the class is new) adds nothing. The rise is additive, the
-usual step in tokens/s: a day busier than usual gets the usual step on top of its own level.
+usual deviation: neighbouring slots differ by noise too). The rise is added to the demand
+seen now, and only upward: a falling pattern never plans below today (scale-down has its
+own delay). A slot not seen yet (the operator was down, or the class is new) adds nothing.
+The rise is additive, the usual step in tokens/s: a day busier than usual gets the usual
+step on top of its own level.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ def slot_of(moment: datetime) -> int:
 
 
 def learn(before: Daily, observed: float, now: datetime) -> Daily:
-    """The profile after one more pass that saw `observed` tokens/s."""
+    """The pattern after one more pass that saw `observed` tokens/s."""
     observed = max(observed, 0.0)
     slots = before.slots if len(before.slots) == SLOTS else (UNSEEN,) * SLOTS
     since = before.since or now
