@@ -35,8 +35,9 @@ UNSEEN = -1.0
 
 @dataclass(frozen=True)
 class Daily:
-    """Tokens/s per slot of the day (UNSEEN: none yet), the first pass that learned, and
-    the slot in progress: when its first pass was, its passes' mean demand and their count."""
+    """Tokens/s per slot of the day (UNSEEN: none yet; always SLOTS of them, a status with
+    another count is read as no pattern), the first pass that learned, and the slot in
+    progress: when its first pass was, its passes' mean demand and their count."""
 
     slots: tuple[float, ...] = (UNSEEN,) * SLOTS
     since: datetime | None = None
@@ -59,7 +60,7 @@ def slot_of(moment: datetime) -> int:
 def learn(before: Daily, observed: float, now: datetime) -> Daily:
     """The pattern after one more pass that saw `observed` tokens/s."""
     observed = max(observed, 0.0)
-    slots = before.slots if len(before.slots) == SLOTS else (UNSEEN,) * SLOTS
+    slots = before.slots
     since = before.since or now
     opened = before.open_at
     if opened is not None and slot_of(opened) == slot_of(now) and now - opened < DAY / SLOTS:
@@ -80,7 +81,7 @@ def fold(slots: tuple[float, ...], index: int, mean: float) -> tuple[float, ...]
 
 def rise(daily: Daily, now: datetime, horizon_seconds: float) -> float:
     """Tokens/s the daily pattern adds within the horizon (see the module docstring)."""
-    if not daily.complete(now) or len(daily.slots) != SLOTS:
+    if not daily.complete(now):
         return 0.0
     here = slot_of(now)
     base = daily.slots[here]
