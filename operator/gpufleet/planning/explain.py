@@ -216,6 +216,21 @@ class Report:
                     else ""
                 )
             )
+        riding = {
+            n: c.forecast
+            for n, c in self.classes.items()
+            if c.forecast is not None and c.forecast.rides_burst
+        }
+        if riding:
+            notes.append(
+                "burst not chased: "
+                + ", ".join(
+                    f"{n} planned at {tokens(f.planned)}, the higher of its demand now and its "
+                    f"recurring bursts' peak (they end within {f.horizon_seconds:.0f} s, "
+                    "before a replica bought now would serve)"
+                    for n, f in riding.items()
+                )
+            )
         drained = {n: t.drain_replicas for n, t in self.tiers.items() if t.drain_replicas}
         queued = {n: c.backlog_tokens for n, c in self.classes.items() if c.backlog_tokens > 0}
         if drained and queued:

@@ -42,7 +42,11 @@ within that time at the planned percentile, taking bursts to arrive at random (P
 their mean gap: mean gap x -ln(1 - percentile), 2.3 gaps at the 90th. Two bursts at least
 make a pattern (one alone, a flash crowd, is never held), and bursts more than
 MAX_GAP_SECONDS apart on average are not held between. A burst that lasts longer than the
-horizon is a new level, which the forecast follows, not a burst.
+horizon is a new level, which the forecast follows, not a burst. While such bursts recur, a
+burst in progress is planned at no more than the higher of their peak and the demand seen
+now: it is most likely over before a replica bought for it serves, so the trend and the
+deviation it throws up are not bought (the reserve meets it; more replicas would only arrive
+after it). If it outlasts the horizon, it is a new level, as above.
 
 *Daily pattern.* Each class also keeps its demand by time of day (planning.daily); once it
 has seen a whole day, the expected demand is at least the demand seen now plus the rise the
@@ -108,6 +112,7 @@ class ClassForecast:
     updated_at: datetime  # when level, trend and deviation last moved
     bursts: Bursts = Bursts()
     holds_burst_peak: bool = False  # planned is the remembered peak of recurring bursts
+    rides_burst: bool = False  # a burst in progress, not extrapolated past its recurring peak
     daily: days.Daily = field(default_factory=days.Daily)
     daily_rise: float = 0.0  # what the daily pattern added to the expected demand
 
@@ -164,11 +169,16 @@ def update(
     rise = max(days.rise(pattern, now, horizon_seconds) - deviation, 0.0)
     expected = max(observed, ahead, observed + rise)
     planned = expected + z_score(percentile) * deviation
-    holds = (
-        percentile > 50
-        and bursts.recurring(now, percentile)
-        and bursts.recent_peak > max(planned, expected)
-    )
+    recurring = percentile > 50 and bursts.recurring(now, percentile)
+    # A burst in progress where short bursts recur is most likely over before a replica
+    # bought now serves: it is met by the reserve held for their peak, and what the burst
+    # itself throws into the trend and the deviation is not bought on top of what is seen.
+    rides = recurring and bursts.since is not None and bursts.recent_peak > 0
+    if rides:
+        cap = max(bursts.recent_peak, observed)
+        rides = planned > cap
+        expected, planned = min(expected, cap), min(planned, cap)
+    holds = recurring and bursts.recent_peak > max(planned, expected)
     if holds:
         planned = bursts.recent_peak
     return ClassForecast(
@@ -182,8 +192,9 @@ def update(
         updated_at=updated_at,
         bursts=bursts,
         holds_burst_peak=holds,
+        rides_burst=rides,
         daily=pattern,
-        daily_rise=rise if observed + rise > ahead else 0.0,
+        daily_rise=rise if ahead < observed + rise <= expected else 0.0,
     )
 
 

@@ -2,8 +2,9 @@
 
 `planner._decide` reads these before it asks the optimizer (steps 4's inputs): the demand
 measured or inferred (`demand_tokens`, with what the queues grew by when inferred), the
-forecast over the lead time of the tiers that may serve the class (`forecasts`), and the
-requests/s that drain its backlog within a lead time (`drain_rates`).
+forecast over the lead time of the tiers that may serve the class (`forecasts`) and the
+expected demand with headroom (`with_headroom`), and the requests/s that drain its backlog
+within a lead time (`drain_rates`).
 """
 
 from __future__ import annotations
@@ -61,6 +62,14 @@ def forecasts(
             percentile=inputs.spec.scaling.forecast_percentile,
         )
     return result
+
+
+def with_headroom(inputs: Inputs, expected: forecast.ClassForecast) -> float:
+    """Tokens/s bought for a class's expected demand: with the spec's headroom, except
+    during a burst met by the reserve for recurring ones (`rides_burst`), planned at most at
+    their peak: headroom on it would buy replicas that serve only after it is over."""
+    room = 0.0 if expected.rides_burst else inputs.headroom
+    return expected.expected * (1 + room)
 
 
 def drain_rates(

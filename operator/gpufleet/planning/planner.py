@@ -120,7 +120,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     # quantile when the demand's volatility asks for more (the burst reserve), plus what
     # drains the queues within a lead time (bought now, never held by the delay).
     expected = {
-        c.name: forecasts[c.name].expected * (1 + inputs.headroom) / c.tokens_per_request
+        c.name: needs.with_headroom(inputs, forecasts[c.name]) / c.tokens_per_request
         for c in inputs.classes
     }
     held = {

@@ -55,8 +55,8 @@ def test_steady_demand_plans_for_itself_with_no_reserve() -> None:
 
 
 def test_a_volatile_demand_holds_a_reserve_and_a_calm_one_gives_it_back() -> None:
-    bursty = _run([2000.0, 8000.0] * 10)
-    assert bursty[-1].reserve > 2000  # a step of the bursts' size is held
+    bursty = _run([2000.0, 8000.0] * 10 + [2000.0])
+    assert bursty[-1].reserve > 2000  # between bursts, a step of their size is held
     calmed = _run([2000.0, 8000.0] * 10 + [2000.0] * 60)
     assert calmed[-1].reserve < 0.1 * bursty[-1].reserve
 
@@ -73,7 +73,7 @@ def test_a_falling_trend_never_plans_below_today() -> None:
 
 
 def test_the_reserve_grows_with_the_planned_quantile() -> None:
-    series = [2000.0, 8000.0] * 10
+    series = [2000.0, 3500.0] * 10  # volatile, but no burst (under twice the baseline)
     assert _run(series, percentile=99)[-1].reserve > _run(series, percentile=75)[-1].reserve
     assert _run(series, percentile=50)[-1].reserve == 0
 
@@ -109,6 +109,40 @@ def test_the_peak_is_given_back_when_the_bursts_stop() -> None:
     longer = [f.holds_burst_peak for f in _run(_bursts(3, every=6, calm_after=20), 99)[-20:]]
     assert sum(longer) > sum(held)  # a higher percentile waits longer for the next one
     assert runs[-1].planned < PEAK / 2
+
+
+def test_a_burst_where_bursts_recur_is_met_by_their_peak_not_chased() -> None:
+    """A burst over within the horizon ends before replicas bought for it serve: once
+    bursts recur, the trend and the deviation it throws up are not planned on top."""
+    runs = _run(_bursts(4, every=6))
+    first, third, fourth = runs[5], runs[17], runs[23]
+    assert first.observed == third.observed == fourth.observed == PEAK
+    # The first burst is no pattern yet: planned past what is seen (trend and deviation).
+    assert not first.rides_burst and first.planned > 1.2 * PEAK
+    for burst in (third, fourth):
+        assert burst.rides_burst and burst.bursts.since is not None
+        assert burst.expected == pytest.approx(PEAK) and burst.planned == pytest.approx(PEAK)
+    # A burst above the remembered peak is planned at what is seen, never below it.
+    bigger = forecast.update(
+        forecast.to_status(runs[22]),
+        1.5 * PEAK,
+        now=at(30 * 23),
+        interval_seconds=30,
+        horizon_seconds=106,
+        percentile=90,
+    )
+    assert bigger.rides_burst and bigger.planned == pytest.approx(1.5 * PEAK)
+    # The median asks for no reserve: nothing is held, nothing capped.
+    assert not any(f.rides_burst for f in _run(_bursts(4, every=6), percentile=50))
+
+
+def test_a_burst_that_outlasts_the_horizon_is_followed_again() -> None:
+    """Recurring short bursts, then a step that stays: capped while it could be a burst,
+    followed with the trend and the deviation once it has lasted longer than the horizon."""
+    runs = _run(_bursts(3, every=6) + [PEAK] * 8)
+    stay = runs[-8:]
+    assert stay[0].rides_burst and stay[0].planned == pytest.approx(PEAK)
+    assert stay[-1].bursts.since is None and not stay[-1].rides_burst
 
 
 def test_a_burst_longer_than_the_horizon_is_a_new_level_not_a_burst() -> None:
@@ -161,6 +195,10 @@ def test_the_planner_holds_the_peak_of_recurring_bursts_and_says_so() -> None:
     assert held[-2][0] > median[-2][0], (held[-2], median[-2])
     assert "the peak of recurring bursts shorter than that (batch every 120 s)" in held[-2][1]
     assert "recurring bursts" not in median[-2][1]
+    # The fifth burst is met by what is held, not chased like the first one was.
+    assert held[-1][0] <= held[-2][0] < held[3][0], (held[3], held[-2:])
+    assert "burst not chased: batch planned at 16000 tok/s" in held[-1][1], held[-1][1]
+    assert "not chased" not in held[3][1] and "not chased" not in median[-1][1]
 
 
 # -- lead time -------------------------------------------------------------------------------
@@ -262,7 +300,7 @@ def test_reserve_is_priced_in_the_plan() -> None:
     running = {"h100": 1, "rtx4090": 4}
     status = previous(running, LIVE)
     p = None
-    for k, batch in enumerate([4000, 16000] * 6):
+    for k, batch in enumerate([4000, 16000] * 6 + [4000]):
         seen = observe(s, {"realtime": 1000, "batch": batch}, now=30 * k, ready=running)
         p = plan(s, seen, status)
         status = status_from(p, seen)
