@@ -253,7 +253,7 @@ def targets(case: Case) -> list[Target]:
         out += [_attainment(case, ours, oracle, name) for name in ours.classes]
         out.append(_cost(ours, oracle))
     if static is not None:
-        out.append(_against_static(ours, static))
+        out.append(_against_static(ours, static, oracle))
     if oracle is not None:
         out.append(_cold_starts(ours, oracle))
     return out
@@ -359,7 +359,7 @@ def _cost(ours: Summary, oracle: Summary) -> Target:
     return Target("b", f"(b) $/Mtok <= {COST_OVER_ORACLE:g}x the oracle's", passed, detail, reason)
 
 
-def _against_static(ours: Summary, static: Summary) -> Target:
+def _against_static(ours: Summary, static: Summary, oracle: Summary | None = None) -> Target:
     ratio = ours.ratio_to(static)
     diffs = {
         name: c.attainment - static.classes[name].attainment
@@ -387,8 +387,30 @@ def _against_static(ours: Summary, static: Summary) -> Target:
             )
         else:
             reason = f"the same service at {ratio:.2f}x static-split's $/Mtok"
+        reason += _conflict(static, oracle)
     name = "(c) cheaper than static-split at equal or better attainment"
     return Target("c", name, passed, detail, reason)
+
+
+def _conflict(static: Summary, oracle: Summary | None) -> str:
+    """'; (a) and (c) conflict here: ...' where static-split misses (a) itself and the
+    oracle, the cheapest fleet found that meets it, costs more than (c) allows."""
+    if oracle is None or oracle.ratio_to(static) <= COST_OVER_STATIC_FOR_BETTER + EPSILON:
+        return ""
+    short = [
+        f"{n} by {(oracle.classes[n].attainment - c.attainment) * 100:.2f} points"
+        for n, c in static.classes.items()
+        if n in oracle.classes
+        and c.attainment < oracle.classes[n].attainment - ATTAINMENT_SLACK - EPSILON
+    ]
+    if not short:
+        return ""
+    return (
+        f"; (a) and (c) conflict here: static-split itself falls short of the oracle on "
+        f"{', '.join(short)}, and the oracle, the cheapest fleet found that meets every "
+        f"objective, costs {oracle.ratio_to(static):.2f}x static-split's "
+        f"(> {COST_OVER_STATIC_FOR_BETTER:g}x)"
+    )
 
 
 def _cold_starts(ours: Summary, oracle: Summary) -> Target:

@@ -154,6 +154,26 @@ def test_against_static_split(
     assert (target.reason == "") is passed
 
 
+def test_a_miss_of_c_says_when_a_and_c_conflict() -> None:
+    """Where static-split misses (a) and the oracle, which meets it, costs more than (c)
+    allows, no policy meets both: the reason says so; otherwise it does not."""
+    thrifty = summary("static-split", 0.100, 0.95, 0.99)
+    dear_oracle = summary("oracle", 0.180, 0.99, 0.99, added=20)
+    ours = summary("gpufleet", 0.175, 0.985, 0.99)
+    (miss,) = [t for t in targets(case(ours, thrifty, dear_oracle)) if t.key == "c"]
+    assert not miss.passed
+    assert "attains more on realtime but costs 1.750x" in miss.reason
+    assert "(a) and (c) conflict here: static-split itself falls short of the oracle on " in (
+        miss.reason
+    )
+    assert "realtime by 4.00 points" in miss.reason and "costs 1.80x static-split's" in miss.reason
+    # An oracle within 1.15x of static-split, or a static-split that meets (a): no conflict.
+    for oracle in (summary("oracle", 0.110, 0.99, 0.99, added=20), ORACLE):
+        for static in (thrifty, STATIC):
+            (c,) = [t for t in targets(case(ours, static, oracle)) if t.key == "c"]
+            assert "conflict" not in c.reason, c.reason
+
+
 def test_cold_starts_against_1_5x_the_oracle_s_fleet_changes() -> None:
     assert verdicts(case(summary("gpufleet", 0.1, 0.99, 0.99, cold=30), ORACLE))["d"] is True
     many = summary("gpufleet", 0.1, 0.99, 0.99, cold=31, added=25, preempted=4)
