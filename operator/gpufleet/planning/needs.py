@@ -1,10 +1,10 @@
 """What a pass buys for, per class: its demand, its forecast and the drain of its queue.
 
 `planner._decide` reads these before it asks the optimizer (steps 4's inputs): the demand
-measured or inferred (`demand_tokens`, with what the queues grew by when inferred), the
-forecast over the lead time of the tiers that may serve the class (`forecasts`) and the
-expected demand with headroom (`with_headroom`), and the requests/s that drain its backlog
-within a lead time (`drain_rates`).
+measured or inferred (`demand_tokens`, with what the queues grew or drained by when
+inferred), the forecast over the lead time of the tiers that may serve the class
+(`forecasts`) and the expected demand with headroom (`with_headroom`), and the requests/s
+that drain its backlog within a lead time (`drain_rates`).
 """
 
 from __future__ import annotations
@@ -20,23 +20,34 @@ from gpufleet.planning.leadtime import LeadTime
 def demand_tokens(inputs: Inputs, cls: str) -> float:
     """The class's arrivals in tokens/s. Measured by its demandQuery, that is what it says;
     inferred from what its tiers served, it is that plus what its queues grew by since the
-    last pass (a saturated tier serves its capacity, not its demand)."""
+    last pass (a saturated tier serves its capacity, not its demand), or less what they
+    drained (replicas that clear a queue serve its tokens on top of the arrivals)."""
     measured = inputs.observation.demand.get(cls)
     if measured is None:  # not measurable this pass: plan for what was planned last time
         return inputs.previous_demand(cls)
     queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
     growth = 0.0 if queried else queue_growth(inputs, cls)
-    return max(measured.tokens_per_second, 0.0) + growth
+    return max(max(measured.tokens_per_second, 0.0) + growth, 0.0)
 
 
 def queue_growth(inputs: Inputs, cls: str) -> float:
+    """Tokens/s the class's queued backlog grew by since the last decision; negative when it
+    drained, but only where every tier the class is sent to read its queue (a missing
+    reading counts as an empty queue, and is no drain)."""
     before = next((c for c in inputs.previous.classes if c.name == cls), None)
     decided = inputs.previous.last_decision
     if before is None or decided is None or decided.time >= inputs.now:
         return 0.0
     seconds = (inputs.now - decided.time).total_seconds()
     grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
-    return max(grown, 0.0) / max(seconds, float(inputs.spec.scaling.interval_seconds))
+    tiers = inputs.previous_weights(cls)
+    read = bool(tiers) and all(
+        t in inputs.observation.tiers and inputs.observation.tiers[t].requests_waiting is not None
+        for t in tiers
+    )
+    if grown < 0 and not read:
+        grown = 0.0
+    return grown / max(seconds, float(inputs.spec.scaling.interval_seconds))
 
 
 def forecasts(

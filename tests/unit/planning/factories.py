@@ -167,6 +167,7 @@ def status_from(plan: Plan, observation: Observation) -> InferencePoolStatus:
                 if c.demand_tokens_per_second is None
                 else round(c.demand_tokens_per_second),
                 forecast=None if c.forecast is None else to_status(c.forecast),
+                backlog_tokens=round(c.backlog_tokens) if c.backlog_tokens > 0 else None,
                 prompt_lengths=c.prompt_lengths,
             )
             for c in plan.classes.values()

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from gpufleet.api.status import DemandForecast
-from gpufleet.planning import forecast
+from gpufleet.planning import forecast, needs
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import MIN_SAMPLE_SECONDS, lead_times
@@ -293,6 +293,35 @@ def test_a_growing_queue_buys_more_and_what_drains_it_is_not_held() -> None:
     soon = observe(s, {"realtime": 1000, "batch": 10000}, now=31, ready=running)
     early = plan(s, soon, status_from(busy, queued))
     assert replicas(early)["rtx4090"] == replicas(busy)["rtx4090"]
+
+
+def test_a_draining_queue_is_not_demand() -> None:
+    """Inferred demand is what the tiers served plus what their queues grew by, or less
+    what they drained: replicas clearing a queue serve its tokens on top of the arrivals.
+    Only where the queues were read: a missing reading is no drain."""
+    s = spec()
+    running = {"h100": 1, "rtx4090": 4}
+    waiting = {"h100": {"requests_waiting": 0.0}, "rtx4090": {"requests_waiting": 40.0}}
+    queued = dataclasses.replace(
+        observe(s, {"realtime": 1000, "batch": 10000}, now=0, ready=running, tiers=waiting),
+        class_backlog_tokens={"batch": 120_000.0},
+    )
+    status = status_from(plan(s, queued, previous(running, LIVE)), queued)
+    emptied = {"h100": {"requests_waiting": 0.0}, "rtx4090": {"requests_waiting": 0.0}}
+    for tiers, served, expected in (
+        (emptied, 14_000.0, 10_000.0),  # 120k tokens drained over 30 s: 4,000 tok/s of it
+        (emptied, 3_000.0, 0.0),  # never below zero
+        (None, 14_000.0, 14_000.0),  # the queues not read: no drain
+    ):
+        seen = observe(s, {"realtime": 1000, "batch": served}, now=30, ready=running, tiers=tiers)
+        inputs = Inputs(s, seen, status)
+        assert needs.demand_tokens(inputs, "batch") == pytest.approx(expected)
+    # A queue that grew is demand the tiers could not serve yet.
+    grown = dataclasses.replace(
+        observe(s, {"realtime": 1000, "batch": 10000}, now=30, ready=running, tiers=emptied),
+        class_backlog_tokens={"batch": 180_000.0},
+    )
+    assert needs.demand_tokens(Inputs(s, grown, status), "batch") == pytest.approx(12_000.0)
 
 
 def test_reserve_is_priced_in_the_plan() -> None:
