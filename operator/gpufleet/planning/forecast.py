@@ -40,7 +40,7 @@ higher of the last two peaks. While such bursts recur and the percentile asks fo
 what a fixed split sized for the peak holds. It is held for as long as the next burst comes
 within that time at the planned percentile, taking bursts to arrive at random (Poisson) at
 their mean gap: mean gap x -ln(1 - percentile), 2.3 gaps at the 90th. Two bursts at least
-make a pattern (one alone, a flash crowd, is never held), and bursts more than
+make a pattern (one alone is never held), and bursts more than
 MAX_GAP_SECONDS apart on average are not held between. A burst that lasts longer than the
 horizon is a new level, which the forecast follows, not a burst. While such bursts recur, a
 burst in progress is planned at no more than the higher of their peak and the demand seen
@@ -173,11 +173,10 @@ def update(
     # A burst in progress where short bursts recur is most likely over before a replica
     # bought now serves: it is met by the reserve held for their peak, and what the burst
     # itself throws into the trend and the deviation is not bought on top of what is seen.
-    rides = recurring and bursts.since is not None and bursts.recent_peak > 0
+    cap = max(bursts.recent_peak, observed)
+    rides = recurring and bursts.since is not None and bursts.recent_peak > 0 and planned > cap
     if rides:
-        cap = max(bursts.recent_peak, observed)
-        rides = planned > cap
-        expected, planned = min(expected, cap), min(planned, cap)
+        expected, planned = min(expected, cap), cap
     holds = recurring and bursts.recent_peak > max(planned, expected)
     if holds:
         planned = bursts.recent_peak

@@ -41,10 +41,7 @@ def queue_growth(inputs: Inputs, cls: str) -> float:
     seconds = (inputs.now - decided.time).total_seconds()
     grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
     tiers = inputs.previous_weights(cls)
-    read = bool(tiers) and all(
-        t in inputs.observation.tiers and inputs.observation.tiers[t].requests_waiting is not None
-        for t in tiers
-    )
+    read = bool(tiers) and all(inputs.seen(t).requests_waiting is not None for t in tiers)
     if grown < 0 and not read:
         grown = 0.0
     return grown / max(seconds, float(inputs.spec.scaling.interval_seconds))
