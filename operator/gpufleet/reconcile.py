@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -27,6 +27,7 @@ from gpufleet.desired.leaving import Leaving, surges
 from gpufleet.desired.rollout import bucket_events
 from gpufleet.desired.status import EventRecord, RoutingState, build_status, events
 from gpufleet.observe import observe
+from gpufleet.planning.explain import early_pass
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
 from gpufleet.poolmetrics import export_pool
 from gpufleet.scaledown import ShrinkingTier, rank_if_shrinking
@@ -129,12 +130,13 @@ class Reconciler:
         self.clock = clock
         self.identity = identity  # written as status.observedBy: which replica acts
 
-    def reconcile(self, body: Mapping[str, Any]) -> PassResult:
-        """One pass over one pool, timed; failures are counted and re-raised."""
+    def reconcile(self, body: Mapping[str, Any], early: str | None = None) -> PassResult:
+        """One pass over one pool, timed; failures are counted and re-raised. `early`: why
+        it came before its interval (`gpufleet.queuewatch`), said in its decision."""
         started = time.perf_counter()
         result = "error"
         try:
-            outcome = self._reconcile(body, self.clock())
+            outcome = self._reconcile(body, self.clock(), early)
             result = "ok" if outcome.failure is None else "failed"
             return outcome
         finally:
@@ -149,7 +151,7 @@ class Reconciler:
         finally:
             self.telemetry.plan_seconds.observe(time.perf_counter() - started)
 
-    def _reconcile(self, body: Mapping[str, Any], now: datetime) -> PassResult:
+    def _reconcile(self, body: Mapping[str, Any], now: datetime, early: str | None) -> PassResult:
         try:
             pool = parse_pool(body)
         except InvalidPool as invalid:
@@ -169,6 +171,7 @@ class Reconciler:
             return self._fail(
                 body, Reason.PLAN_FAILED, f"Planning failed: {type(error).__name__}: {error}", now
             )
+        plan = replace(plan, message=early_pass(plan.message, early)) if early else plan
 
         applied, conflicts, failed = self._apply_tiers(pool, children, plan)
         if failed:

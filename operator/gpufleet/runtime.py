@@ -5,7 +5,8 @@ watch event and cancelled by its deletion), so passes of one pool never overlap;
 different pools run concurrently in worker threads (the kubernetes client is blocking).
 Watch events on the pool or its children (Deployments, Services, the HTTPRoute) wake the
 loop early, so a spec change or a hand edit is handled in about a second instead of at the
-next interval.
+next interval. The queue watch (`gpufleet.queuewatch`) wakes it early too, when one of its
+tiers surges (`wake_early`); that pass says so in its message.
 
 The loops are ours rather than Kopf daemons because a Kopf daemon makes Kopf put a
 finalizer on every pool, and a finalizer guards nothing here: the children go with the pool
@@ -100,6 +101,8 @@ class Loops:
     held: Callable[[str, str], bool] = lambda namespace, name: True
     # The shard a pool is in, for the queue depth by shard (0 when not sharded).
     shard_of: Callable[[str, str], int] = lambda namespace, name: 0
+    # Called after each pass that ran (the queue watch takes its readings as the new base).
+    passed: Callable[[str, str], None] = lambda namespace, name: None
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
     _generations: dict[Key, int] = field(default_factory=dict)
@@ -109,6 +112,8 @@ class Loops:
     _changed: dict[Key, tuple[int, float]] = field(default_factory=dict)
     _due: dict[int, int] = field(default_factory=dict)  # passes due or running, by shard
     _gates: dict[Key, Gate] = field(default_factory=dict)  # each pool's pass now
+    # Pools woken for an early pass (`wake_early`) and why, until that pass reads it.
+    _early: dict[Key, str] = field(default_factory=dict)
     # Worker threads for the passes (None: as many as the default executor has). Their
     # own pool, not the event loop's default one: with a backlog of passes queued there,
     # anything else sent to a thread (the Lease renewals) would wait behind all of them.
@@ -170,6 +175,16 @@ class Loops:
         if self._failures.get((namespace, name), 0) == 0:
             self._wake(namespace, name)
 
+    def wake_early(self, namespace: str, name: str, why: str) -> bool:
+        """A tier surged (`gpufleet.queuewatch`): a pass now, saying why, unless the pool
+        is not run here or is backing off a failure; whether it was woken."""
+        key = (namespace, name)
+        if key not in self._wakeups or self._failures.get(key, 0) or key in self._retiring:
+            return False
+        self._early[key] = why
+        self._wake(namespace, name)
+        return True
+
     def _wake(self, namespace: str, name: str) -> None:
         event = self._wakeups.get((namespace, name))
         if event is not None:
@@ -209,6 +224,7 @@ class Loops:
                 self._failures.pop(key, None)
                 self._changed.pop(key, None)
                 self._gates.pop(key, None)
+                self._early.pop(key, None)
             if self._tasks.get(key) is asyncio.current_task():
                 del self._tasks[key]
             self.reconciler.telemetry.forget_pool(namespace, name)
@@ -250,9 +266,14 @@ class Loops:
             if body is None or body.get("metadata", {}).get("deletionTimestamp"):
                 return None
             held = partial(self.held, namespace, name)
-            result = await self._in_thread(gate.run, self.reconciler.reconcile, body, held)
+            early = self._early.pop(key, None)
+            if early is not None:
+                self.reconciler.telemetry.early_passes.inc()
+            work = partial(self.reconciler.reconcile, early=early)
+            result = await self._in_thread(gate.run, work, body, held)
             if result is None:  # called off before it started: the pool is retired
                 return None
+            self.passed(namespace, name)
         except NotHeld:
             log.warning("Skipped a pass of %s/%s: its shard Lease is not fresh", namespace, name)
             return self.retry_seconds

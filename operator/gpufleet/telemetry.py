@@ -42,6 +42,11 @@ class Telemetry:
             ["reason"],
             registry=self.registry,
         )
+        self.early_passes = Counter(
+            "gpufleet_early_passes_total",
+            "Passes run before their interval because a queue surged (gpufleet.queuewatch).",
+            registry=self.registry,
+        )
         self.api_writes = Counter(
             "gpufleet_api_writes_total",
             "Writes to the Kubernetes API, by verb and resource.",

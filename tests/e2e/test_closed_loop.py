@@ -444,3 +444,47 @@ def test_budget_below_demand_serves_realtime_first_and_never_overspends(
     assert rt_truth.attainment is not None and batch_truth.attainment is not None
     assert rt_truth.attainment >= 0.99 > batch_truth.attainment
     assert ("Warning", "InsufficientCapacity") in reasons(loop, namespace, name)
+
+
+# -- 7 -------------------------------------------------------------------------------------
+
+
+def test_a_surge_between_passes_two_minutes_apart_is_acted_on_within_seconds(
+    loop: Loop, pool: tuple[str, str]
+) -> None:
+    """The queue watch: with passes 120 s apart, a sixfold realtime step starts an early
+    pass that says why, and the H100s grow long before the next interval."""
+    namespace, name = pool
+    loop.apply_pool(namespace)
+    loop.load(namespace, name, **QUIET)
+    with Timeline(loop, namespace, name) as timeline:
+        settle(loop, timeline)
+        loop.apply_pool(namespace, {"spec": {"scaling": {"intervalSeconds": 120}}})
+
+        def read_back() -> bool:
+            body = get_pool(loop.api, namespace, name)
+            return bool(body["status"].get("observedGeneration") == body["metadata"]["generation"])
+
+        wait_for("the pass that reads intervalSeconds 120", read_back, 30)
+        # The passes the change started (and any their children's updates woke) are over
+        # once the replica counts hold for 10 s.
+        steady = timeline.wait("the counts to hold", lambda s: True, 5)
+        while True:
+            later = timeline.after(steady.at + 10, "10 s on", 20)
+            if [t.desired for t in later.tiers] == [t.desired for t in steady.tiers]:
+                break
+            steady = later
+        before = later.tier("h100").desired
+        seen = len(loop.events(namespace, name))
+        t_surge = timeline.mark("realtime x6")
+        loop.load(namespace, name, realtime=6 * QUIET["realtime"], batch=QUIET["batch"])
+        grown = timeline.wait(
+            "the h100 tier to grow", lambda s: s.tier("h100").desired > before, 30
+        )
+    waited = grown.at - t_surge
+    early = [m for _, _, m in loop.events(namespace, name)[seen:] if "Early pass, " in m]
+    print(f"h100 {before} -> {grown.tier('h100').desired} {waited:.1f} s after the step: {early}")
+    assert waited < 30
+    # The early pass acted (it scaled or moved traffic, so it posted Events); the H100s grew
+    # in it or in the pass its own changes woke a moment later.
+    assert any("on h100" in m for m in early), early

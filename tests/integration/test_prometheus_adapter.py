@@ -345,3 +345,20 @@ def test_prometheus_down_is_unreachable_and_quick() -> None:
     reading = metrics.read(inference_pool(), now())
     assert reading.state is MetricsState.UNREACHABLE
     assert time.monotonic() - started < 5
+
+
+def test_every_pools_queues_come_from_three_queries(fleet: Fleet) -> None:
+    """The queue watch's reading: requests waiting, pods reporting and prompt tokens/s over
+    five seconds (five scrapes), per namespace, pool and tier, for every pool at once (the h100 pods
+    expose `vllm:` names, the others `vllm_`, and both are read)."""
+    metrics = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1)
+    queues = metrics.queues(5)
+    assert queues is not None and set(queues) == {(NAMESPACE, "llama3-8b"), (NAMESPACE, "frozen")}
+    h100, rtx = (
+        queues[(NAMESPACE, "llama3-8b")]["h100"],
+        queues[(NAMESPACE, "llama3-8b")]["rtx4090"],
+    )
+    assert (h100[:2], rtx[:2]) == ((1.0, 1), (4.0, 1))
+    assert h100[2] == pytest.approx(1000.0, rel=0.1) and rtx[2] == pytest.approx(2000.0, rel=0.1)
+    assert queues[(NAMESPACE, "frozen")]["h100"] == (0.0, 1, None)  # no rate: one old sample
+    assert PrometheusMetrics("http://127.0.0.1:1", scrape_interval_seconds=1).queues(5) is None

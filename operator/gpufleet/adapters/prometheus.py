@@ -143,6 +143,26 @@ class PrometheusMetrics:
         except Unreachable:
             return None
 
+    def queues(
+        self, window_seconds: int
+    ) -> dict[tuple[str, str], dict[str, tuple[float, int, float | None]]] | None:
+        """(namespace, pool) -> tier -> (requests waiting, pods reporting, prompt tokens/s
+        over the window or None), for every pool at once (the queue watch); None when
+        Prometheus does not answer."""
+        window = window_seconds
+        try:
+            waiting = self._by_labels(promql.waiting_every_pool())
+            pods = self._by_labels(promql.pods_every_pool())
+            rates = self._by_labels(promql.prompt_rate_every_pool(window))
+        except Unreachable:
+            return None
+        out: dict[tuple[str, str], dict[str, tuple[float, int, float | None]]] = {}
+        for (namespace, pool, tier), value in waiting.items():
+            count = int(pods.get((namespace, pool, tier), 0))
+            rate = rates.get((namespace, pool, tier))
+            out.setdefault((namespace, pool), {})[tier] = (value, count, rate)
+        return out
+
     # -- queries -------------------------------------------------------------------------
 
     def _query(self, query: str) -> Any:
@@ -173,6 +193,26 @@ class PrometheusMetrics:
         for series in result:
             try:
                 key = series["metric"][label]
+                value = float(series["value"][1])
+            except (KeyError, IndexError, TypeError, ValueError):
+                log.warning("Ignored a malformed series in the answer to %s", query)
+                continue
+            if math.isfinite(value):
+                out[key] = value
+        return out
+
+    def _by_labels(self, query: str) -> dict[tuple[str, str, str], float]:
+        """(namespace, pool, tier) -> value of a query aggregated by those labels."""
+        out: dict[tuple[str, str, str], float] = {}
+        result = self._query(query)
+        for series in result if isinstance(result, list) else []:
+            try:
+                labels = series["metric"]
+                key = (
+                    labels[promql.NAMESPACE_LABEL],
+                    labels[promql.POOL_LABEL],
+                    labels[promql.TIER_LABEL],
+                )
                 value = float(series["value"][1])
             except (KeyError, IndexError, TypeError, ValueError):
                 log.warning("Ignored a malformed series in the answer to %s", query)

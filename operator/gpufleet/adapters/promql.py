@@ -132,6 +132,29 @@ def sample_age(sel: str) -> str:
     return f"time() - max by ({TIER_LABEL}) (timestamp({series(RUNNING, sel)}))"
 
 
+def waiting_every_pool() -> str:
+    """Across every pool at once, per namespace, pool and tier: the requests waiting. One
+    query for the whole fleet, however many pools, for the queue watch between passes
+    (`gpufleet.queuewatch`)."""
+    return f"sum by ({_EVERY_POOL}) ({series(WAITING, _ANY_POOL)})"
+
+
+def prompt_rate_every_pool(window_seconds: int) -> str:
+    """Across every pool at once, per namespace, pool and tier: prompt tokens/s over the
+    window (short: what a tier is sent now, for the queue watch)."""
+    rate = f"rate({series(PROMPT_TOKENS, _ANY_POOL)}[{duration(window_seconds)}])"
+    return f"sum by ({_EVERY_POOL}) ({rate})"
+
+
+def pods_every_pool() -> str:
+    """Across every pool at once, per namespace, pool and tier: the pods reporting."""
+    return f"count by ({_EVERY_POOL}) ({series(RUNNING, _ANY_POOL)})"
+
+
+_EVERY_POOL = f"{NAMESPACE_LABEL}, {POOL_LABEL}, {TIER_LABEL}"
+_ANY_POOL = f'{POOL_LABEL}!=""'
+
+
 @dataclass(frozen=True)
 class PoolQueries:
     """The queries of one pass for one pool."""

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import os
 import socket
 import sys
@@ -52,6 +53,15 @@ def register(subparsers: Any) -> None:
         metavar="SECONDS",
         help="how often that Prometheus scrapes the vLLM pods; rate and P99 windows span "
         "at least four scrapes (default 15) [GPUFLEET_PROMETHEUS_SCRAPE_INTERVAL]",
+    )
+    parser.add_argument(
+        "--queue-check-seconds",
+        type=float,
+        default=float(env(f"{ENV_PREFIX}QUEUE_CHECK_SECONDS") or "nan"),
+        metavar="SECONDS",
+        help="how often to read every pool's vLLM queues and prompt tokens/s (three queries "
+        "for all pools) and run a pass early for a pool where either doubled on a tier since "
+        "its last pass; 0: off (default: the scrape interval) [GPUFLEET_QUEUE_CHECK_SECONDS]",
     )
     parser.add_argument(
         "--interruption-taints",
@@ -157,6 +167,12 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.queue_check_seconds < 0:
+        print(
+            f"--queue-check-seconds must be 0 (off) or more, got {args.queue_check_seconds}",
+            file=sys.stderr,
+        )
+        return 2
     if args.shards > 1 and not args.leader_election:
         print(
             "--shards above 1 needs leader election: the shards are Leases "
@@ -231,9 +247,10 @@ async def _run(args: argparse.Namespace) -> int:
     kube = KubeAdapter(
         api_client, telemetry, instance=identity, interruption_taints=args.interruption_taints
     )
+    metrics = _metrics_source(args.prometheus_url, args.prometheus_scrape_interval)
     reconciler = Reconciler(
         kube,
-        _metrics_source(args.prometheus_url, args.prometheus_scrape_interval),
+        metrics,
         plan,
         telemetry,
         lambda: datetime.now(UTC),
@@ -279,6 +296,17 @@ async def _run(args: argparse.Namespace) -> int:
         )
     )
     lag = asyncio.create_task(measure_lag(telemetry.loop_lag.observe))
+    background = [lag]
+    check = args.queue_check_seconds
+    if math.isnan(check):
+        check = float(args.prometheus_scrape_interval)
+    if args.prometheus_url and check > 0:
+        from gpufleet.queuewatch import WINDOW_CHECKS, QueueWatch, reading_of
+
+        window = max(1, round(WINDOW_CHECKS * check))
+        watch = QueueWatch(lambda: reading_of(metrics.queues(window)), loops.wake_early, check)
+        loops.passed = watch.passed
+        background.append(asyncio.create_task(watch.run()))
     tasks: set[asyncio.Task[Any]] = {operator}
     if elector is not None:
         tasks.add(asyncio.create_task(elector.hold()))
@@ -292,7 +320,7 @@ async def _run(args: argparse.Namespace) -> int:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(operator, timeout=10)
         code = 1
-    for task in (*tasks, lag):
+    for task in (*tasks, *background):
         task.cancel()
     if keeper is not None:  # hand the shards over now rather than when they expire
         with contextlib.suppress(Exception):

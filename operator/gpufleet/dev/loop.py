@@ -63,6 +63,10 @@ def loop_processes(
             "--no-leader-election",
             "--prometheus-url",
             prometheus.url,
+            # The queue watch checks every scrape, as a production operator told its
+            # Prometheus's scrape interval does.
+            "--queue-check-seconds",
+            str(scrape_interval_seconds),
         )
         stack.callback(operator.stop)
         operator.start()

@@ -297,3 +297,9 @@ class Report:
                     f"(~{ms(capacity.best_effort_seconds)})"
                 )
         return notes
+
+
+def early_pass(message: str, why: str) -> str:
+    """A decision's message when its pass ran before its interval (`gpufleet.queuewatch`)."""
+    text = f"Early pass, {why}: {message}"
+    return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."

@@ -56,6 +56,24 @@ SEL = promql.selector("llm", "llama3-8b")
             id="waiting",
         ),
         pytest.param(
+            promql.waiting_every_pool(),
+            "sum by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) "
+            '({__name__=~"vllm[:_]num_requests_waiting",gpufleet_dev_pool!=""})',
+            id="waiting-every-pool",
+        ),
+        pytest.param(
+            promql.prompt_rate_every_pool(5),
+            "sum by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) "
+            '(rate({__name__=~"vllm[:_]prompt_tokens_total",gpufleet_dev_pool!=""}[5s]))',
+            id="prompt-rate-every-pool",
+        ),
+        pytest.param(
+            promql.pods_every_pool(),
+            "count by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) "
+            '({__name__=~"vllm[:_]num_requests_running",gpufleet_dev_pool!=""})',
+            id="pods-every-pool",
+        ),
+        pytest.param(
             promql.kv_cache_usage(SEL),
             'avg by (gpufleet_dev_tier) ({__name__=~"vllm[:_]kv_cache_usage_perc",namespace="llm",'
             'gpufleet_dev_pool="llama3-8b"}) or avg by (gpufleet_dev_tier) ({__name__=~"vllm[:_]'
@@ -348,3 +366,26 @@ def test_a_stale_tier_has_no_prompt_shares() -> None:
     series = buckets("rtx4090", **{"1000": 9.0, "inf": 10.0})
     reading = read(_prompt_answers(series, {"h100": 1, "rtx4090": 900}))
     assert reading.tiers["rtx4090"].prompt_share_at_most == {}
+
+
+def test_every_pools_queues_pair_the_waiting_sum_with_pods_and_rate_and_skip_garbage() -> None:
+    def series(namespace: str, pool_: str, tier: str, value: str) -> dict[str, Any]:
+        labels = {"namespace": namespace, "gpufleet_dev_pool": pool_, "gpufleet_dev_tier": tier}
+        return {"metric": labels, "value": [1.0, value]}
+
+    answers = {
+        "sum by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) (rate(": [
+            series("llm", "a", "h100", "2500.5")
+        ],
+        "sum by": [
+            series("llm", "a", "h100", "12"),
+            series("llm", "a", "rtx4090", "0"),
+            series("team", "b", "h100", "NaN"),
+            {"metric": {"namespace": "llm"}, "value": [1.0, "3"]},
+        ],
+        "count by": [series("llm", "a", "h100", "3"), series("llm", "a", "rtx4090", "2")],
+    }
+    prometheus = FakePrometheus(answers)
+    queues = PrometheusMetrics(client=prometheus).queues(10)
+    assert queues == {("llm", "a"): {"h100": (12.0, 3, 2500.5), "rtx4090": (0.0, 2, None)}}
+    assert any("[10s]" in q for q in prometheus.queries)

@@ -16,6 +16,7 @@ CASES: dict[str, dict[str, Any]] = {
         "prometheus": {
             "url": "http://prometheus-operated.monitoring.svc:9090",
             "scrapeIntervalSeconds": 30,
+            "queueCheckSeconds": 5,
         }
     },
     "service-monitor": {

@@ -34,6 +34,11 @@ SCHEMA_REFUSES = [
     Refused(
         "prometheus-url-no-scheme", {"prometheus": {"url": "prometheus:9090"}}, "/prometheus/url"
     ),
+    Refused(
+        "negative-queue-check",
+        {"prometheus": {"queueCheckSeconds": -1}},
+        "/prometheus/queueCheckSeconds",
+    ),
     Refused("port-out-of-range", {"metricsPort": 70000}, "/metricsPort"),
     Refused("keep-as-string", {"crds": {"keep": "yes"}}, "/crds/keep"),
     Refused("log-format-unknown", {"log": {"format": "xml"}}, "/log/format"),

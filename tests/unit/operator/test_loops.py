@@ -24,12 +24,14 @@ class Passes:
         self.telemetry = Telemetry()
         self.calls = 0
         self.failing = True
+        self.early: list[str | None] = []  # each pass's `early`
 
     def get_pool(self, namespace: str, name: str) -> dict[str, Any]:
         return {"metadata": {"name": name}, "spec": {"scaling": {"intervalSeconds": 3600}}}
 
-    def reconcile(self, body: dict[str, Any]) -> PassResult:
+    def reconcile(self, body: dict[str, Any], early: str | None = None) -> PassResult:
         self.calls += 1
+        self.early.append(early)
         failure = Reason.CHILD_APPLY_FAILED if self.failing else None
         return PassResult(False, (), (), (), None, failure=failure)
 
@@ -73,7 +75,7 @@ class SlowPasses(Passes):
         self.failing = False
         self.ended: list[str] = []
 
-    def reconcile(self, body: dict[str, Any]) -> PassResult:
+    def reconcile(self, body: dict[str, Any], early: str | None = None) -> PassResult:
         import time
 
         time.sleep(0.2)
@@ -213,6 +215,39 @@ def test_a_pass_whose_hold_is_not_fresh_is_skipped_and_tried_again() -> None:
         fresh[0] = True
         await asyncio.sleep(0.4)
         assert passes.ended == ["p"]
+        await loops.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_an_early_wake_runs_a_pass_that_says_why_and_a_failing_pool_is_not_woken() -> None:
+    async def scenario() -> None:
+        passes = Passes()
+        passes.failing = False
+        ran: list[tuple[str, str]] = []
+        loops = Loops(cast(Any, passes), debounce_seconds=0, retry_seconds=60)
+        loops.passed = lambda namespace, name: ran.append((namespace, name))
+        assert not loops.wake_early("ns", "p", "before its loop")  # no loop: nothing to wake
+        loops.ensure("ns", "p")
+        await asyncio.sleep(0.1)
+        assert passes.early == [None] and ran == [("ns", "p")]
+        assert loops.wake_early("ns", "p", "9 requests waiting on h100 (0 at the last pass)")
+        await asyncio.sleep(0.1)
+        assert passes.early == [None, "9 requests waiting on h100 (0 at the last pass)"]
+        early = passes.telemetry.registry.get_sample_value("gpufleet_early_passes_total")
+        assert early == 1
+        assert ran == [("ns", "p")] * 2
+        loops.wake("ns", "p")  # an ordinary wake: no reason carried over
+        await asyncio.sleep(0.1)
+        assert passes.early[-1] is None
+        passes.failing = True
+        loops.wake("ns", "p")
+        await asyncio.sleep(0.1)
+        assert loops.failures("ns", "p") == 1
+        calls = passes.calls
+        assert not loops.wake_early("ns", "p", "a surge")  # backing off: not woken
+        await asyncio.sleep(0.1)
+        assert passes.calls == calls
         await loops.stop_all()
 
     asyncio.run(scenario())

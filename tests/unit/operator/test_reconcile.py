@@ -272,3 +272,15 @@ def test_budget_below_min_replicas_is_degraded() -> None:
         "BudgetBelowMinReplicas",
     )
     assert "maxHourlyCost $1.00/h" in degraded.message
+
+
+def test_an_early_pass_says_why_in_its_decision() -> None:
+    kube, reconciler = setup()
+    body = kube.get_pool("default", "llama3-8b")
+    assert body is not None
+    reconciler.reconcile(body, early="12 requests waiting on h100 (0 at the last pass)")
+    decision = status(kube).last_decision
+    assert decision is not None
+    assert decision.message.startswith(
+        "Early pass, 12 requests waiting on h100 (0 at the last pass): "
+    )
