@@ -3,7 +3,7 @@
 A pool is reconciled every `intervalSeconds` (30 s by default), so a step in demand waits
 on average half an interval before any pass sees it, and requests queue on the replicas
 meanwhile. The watch closes that gap, in the role of Knative's "panic" mode. Every
-`period_seconds` it reads, for every pool at once (three Prometheus queries for the whole
+`period_seconds` it reads, for every pool at once (four Prometheus queries for the whole
 fleet, however many pools), each tier's queue (`vllm:num_requests_waiting`: requests a
 replica accepted but cannot schedule, its batch or KV cache full), its pods and its prompt
 tokens/s over a short window (`vllm:prompt_tokens_total` over `WINDOW_CHECKS` periods:
@@ -18,7 +18,10 @@ second no lower:
   a class with a loose objective may queue by design);
 - **a step in what the tier is sent**: its short-window prompt tokens/s at least `GROWTH`
   times their level at the pool's last pass (smoothed over the checks before it, so one
-  quiet window does not lower the bar). This one comes first on a tier that keeps up: in
+  quiet window does not lower the bar), where that level held at least
+  `MIN_REQUESTS_IN_WINDOW` requests per window (`vllm:request_success_total` over the same
+  window): with fewer, one long prompt more or less doubles a window's tokens, and the
+  step would be noise. This one comes first on a tier that keeps up: in
   `make demo`, with the queue alone the early pass came 6 and 9 s after the sixfold
   realtime step (two runs); with this too, 3 s after it.
 
@@ -43,7 +46,8 @@ log = logging.getLogger(__name__)
 
 MIN_WAITING_PER_REPLICA = 2.0
 GROWTH = 2.0
-LEVEL_ALPHA = 0.2  # weight of a check in the smoothed level of prompt tokens/s
+LEVEL_ALPHA = 0.2  # weight of a check in the smoothed levels of prompt tokens and requests
+MIN_REQUESTS_IN_WINDOW = 20.0  # a window's tokens vary by about 1/sqrt(count/2) at random
 WINDOW_CHECKS = 5  # the window of prompt tokens/s, in periods: a step shows within seconds
 
 Key = tuple[str, str]
@@ -51,12 +55,13 @@ Key = tuple[str, str]
 
 @dataclass(frozen=True)
 class TierLoad:
-    """One tier's reading: requests waiting, pods reporting, prompt tokens/s (short window;
-    None when Prometheus has no rate for it yet)."""
+    """One tier's reading: requests waiting, pods reporting, prompt tokens/s and requests
+    completed over the short window (None when Prometheus has no rate for it yet)."""
 
     waiting: float
     pods: int
     prompt_tokens_per_second: float | None = None
+    requests_in_window: float | None = None
 
 
 TierLoads = Mapping[str, TierLoad]
@@ -64,7 +69,7 @@ Reading = Mapping[Key, TierLoads]
 
 
 def reading_of(
-    raw: Mapping[Key, Mapping[str, tuple[float, int, float | None]]] | None,
+    raw: Mapping[Key, Mapping[str, tuple[float, int, float | None, float | None]]] | None,
 ) -> Reading | None:
     """The watch's reading from the Prometheus adapter's (`PrometheusMetrics.queues`)."""
     if raw is None:
@@ -80,6 +85,7 @@ class AtLastPass:
 
     waiting: float = 0.0
     prompt_tokens_per_second: float | None = None  # smoothed over the checks before it
+    requests_in_window: float | None = None  # the same
 
 
 @dataclass(frozen=True)
@@ -116,9 +122,9 @@ def surge(
         bar = max(MIN_WAITING_PER_REPLICA * max(load.pods, 1), GROWTH * base.waiting)
         if load.waiting >= bar and earlier.waiting >= bar and load.waiting >= earlier.waiting:
             found.append((load.waiting / bar, Surge(tier, load.waiting, base)))
-        level = base.prompt_tokens_per_second
+        level, count = base.prompt_tokens_per_second, base.requests_in_window or 0.0
         rate, was = load.prompt_tokens_per_second, earlier.prompt_tokens_per_second
-        if level and rate is not None and was is not None:
+        if level and count >= MIN_REQUESTS_IN_WINDOW and rate is not None and was is not None:
             bar = GROWTH * level
             if rate >= bar and was >= bar and rate >= was:
                 found.append((rate / bar, Surge(tier, load.waiting, base, step=rate / level)))
@@ -135,7 +141,8 @@ class QueueWatch:
     wake: Callable[[str, str, str], bool]
     period_seconds: float
     _before: dict[Key, TierLoads] = field(default_factory=dict)
-    _level: dict[Key, dict[str, float]] = field(default_factory=dict)  # smoothed tokens/s
+    # Smoothed prompt tokens/s and requests per window, per tier.
+    _level: dict[Key, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     _at_last_pass: dict[Key, dict[str, AtLastPass]] = field(default_factory=dict)
     _woken: set[Key] = field(default_factory=set)  # woken; their pass has not run yet
 
@@ -145,7 +152,7 @@ class QueueWatch:
         self._woken.discard(key)
         level = self._level.get(key, {})
         self._at_last_pass[key] = {
-            t: AtLastPass(load.waiting, level.get(t))
+            t: AtLastPass(load.waiting, *level.get(t, (None, None)))
             for t, load in self._before.get(key, {}).items()
         }
 
@@ -163,10 +170,11 @@ class QueueWatch:
         for key, tiers in reading.items():
             level = self._level.setdefault(key, {})
             for tier, load in tiers.items():
-                rate = load.prompt_tokens_per_second
-                if rate is not None:
-                    old = level.get(tier)
-                    level[tier] = rate if old is None else old + LEVEL_ALPHA * (rate - old)
+                tokens, count = level.get(tier, (None, None))
+                level[tier] = (
+                    _smoothed(tokens, load.prompt_tokens_per_second),
+                    _smoothed(count, load.requests_in_window),
+                )
         for gone in set(self._at_last_pass) - set(reading):  # no series: deleted or idle
             del self._at_last_pass[gone]
         for gone in set(self._level) - set(reading):
@@ -185,3 +193,9 @@ class QueueWatch:
             except Exception:  # never let the watch die: the passes go on without it
                 log.exception("The queue watch failed to check; trying again")
             await asyncio.sleep(self.period_seconds)
+
+
+def _smoothed(old: float | None, new: float | None) -> float | None:
+    if new is None:
+        return old
+    return new if old is None else old + LEVEL_ALPHA * (new - old)

@@ -347,10 +347,11 @@ def test_prometheus_down_is_unreachable_and_quick() -> None:
     assert time.monotonic() - started < 5
 
 
-def test_every_pools_queues_come_from_three_queries(fleet: Fleet) -> None:
-    """The queue watch's reading: requests waiting, pods reporting and prompt tokens/s over
-    five seconds (five scrapes), per namespace, pool and tier, for every pool at once (the h100 pods
-    expose `vllm:` names, the others `vllm_`, and both are read)."""
+def test_every_pools_queues_come_from_four_queries(fleet: Fleet) -> None:
+    """The queue watch's reading: requests waiting, pods reporting, and prompt tokens/s and
+    requests completed over five seconds (five scrapes), per namespace, pool and tier, for
+    every pool at once (the h100 pods expose `vllm:` names, the others `vllm_`, and both
+    are read)."""
     metrics = PrometheusMetrics(fleet.prometheus.url, scrape_interval_seconds=1)
     queues = metrics.queues(5)
     assert queues is not None and set(queues) == {(NAMESPACE, "llama3-8b"), (NAMESPACE, "frozen")}
@@ -360,5 +361,6 @@ def test_every_pools_queues_come_from_three_queries(fleet: Fleet) -> None:
     )
     assert (h100[:2], rtx[:2]) == ((1.0, 1), (4.0, 1))
     assert h100[2] == pytest.approx(1000.0, rel=0.1) and rtx[2] == pytest.approx(2000.0, rel=0.1)
-    assert queues[(NAMESPACE, "frozen")]["h100"] == (0.0, 1, None)  # no rate: one old sample
+    assert h100[3] == pytest.approx(5 * 5.0, rel=0.1) and rtx[3] == pytest.approx(5 * 10.0, rel=0.1)
+    assert queues[(NAMESPACE, "frozen")]["h100"] == (0.0, 1, None, None)  # one old sample
     assert PrometheusMetrics("http://127.0.0.1:1", scrape_interval_seconds=1).queues(5) is None

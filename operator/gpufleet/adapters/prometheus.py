@@ -39,6 +39,10 @@ log = logging.getLogger(__name__)
 STALE_INTERVALS = 2
 
 
+# One tier's queue watch reading: requests waiting, pods, prompt tokens/s, requests done.
+Queue = tuple[float, int, float | None, float | None]
+
+
 class QueryClient(Protocol):
     """The part of PrometheusConnect the adapter uses (fakes implement it in tests)."""
 
@@ -143,24 +147,22 @@ class PrometheusMetrics:
         except Unreachable:
             return None
 
-    def queues(
-        self, window_seconds: int
-    ) -> dict[tuple[str, str], dict[str, tuple[float, int, float | None]]] | None:
+    def queues(self, window_seconds: int) -> dict[tuple[str, str], dict[str, Queue]] | None:
         """(namespace, pool) -> tier -> (requests waiting, pods reporting, prompt tokens/s
-        over the window or None), for every pool at once (the queue watch); None when
-        Prometheus does not answer."""
-        window = window_seconds
+        and requests completed over the window, each None when there is no rate yet), for
+        every pool at once (the queue watch); None when Prometheus does not answer."""
         try:
             waiting = self._by_labels(promql.waiting_every_pool())
             pods = self._by_labels(promql.pods_every_pool())
-            rates = self._by_labels(promql.prompt_rate_every_pool(window))
+            rates = self._by_labels(promql.prompt_rate_every_pool(window_seconds))
+            done = self._by_labels(promql.requests_every_pool(window_seconds))
         except Unreachable:
             return None
-        out: dict[tuple[str, str], dict[str, tuple[float, int, float | None]]] = {}
+        out: dict[tuple[str, str], dict[str, Queue]] = {}
         for (namespace, pool, tier), value in waiting.items():
-            count = int(pods.get((namespace, pool, tier), 0))
-            rate = rates.get((namespace, pool, tier))
-            out.setdefault((namespace, pool), {})[tier] = (value, count, rate)
+            key = (namespace, pool, tier)
+            row = (value, int(pods.get(key, 0)), rates.get(key), done.get(key))
+            out.setdefault((namespace, pool), {})[tier] = row
         return out
 
     # -- queries -------------------------------------------------------------------------

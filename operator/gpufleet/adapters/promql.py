@@ -146,6 +146,13 @@ def prompt_rate_every_pool(window_seconds: int) -> str:
     return f"sum by ({_EVERY_POOL}) ({rate})"
 
 
+def requests_every_pool(window_seconds: int) -> str:
+    """Across every pool at once, per namespace, pool and tier: requests completed over the
+    window."""
+    increase = f"increase({series(REQUESTS, _ANY_POOL)}[{duration(window_seconds)}])"
+    return f"sum by ({_EVERY_POOL}) ({increase})"
+
+
 def pods_every_pool() -> str:
     """Across every pool at once, per namespace, pool and tier: the pods reporting."""
     return f"count by ({_EVERY_POOL}) ({series(RUNNING, _ANY_POOL)})"

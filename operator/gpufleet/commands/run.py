@@ -59,7 +59,7 @@ def register(subparsers: Any) -> None:
         type=float,
         default=float(env(f"{ENV_PREFIX}QUEUE_CHECK_SECONDS") or "nan"),
         metavar="SECONDS",
-        help="how often to read every pool's vLLM queues and prompt tokens/s (three queries "
+        help="how often to read every pool's vLLM queues and prompt tokens/s (four queries "
         "for all pools) and run a pass early for a pool where either doubled on a tier since "
         "its last pass; 0: off (default: the scrape interval) [GPUFLEET_QUEUE_CHECK_SECONDS]",
     )

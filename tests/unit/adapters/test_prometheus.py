@@ -68,6 +68,12 @@ SEL = promql.selector("llm", "llama3-8b")
             id="prompt-rate-every-pool",
         ),
         pytest.param(
+            promql.requests_every_pool(5),
+            "sum by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) "
+            '(increase({__name__=~"vllm[:_]request_success_total",gpufleet_dev_pool!=""}[5s]))',
+            id="requests-every-pool",
+        ),
+        pytest.param(
             promql.pods_every_pool(),
             "count by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) "
             '({__name__=~"vllm[:_]num_requests_running",gpufleet_dev_pool!=""})',
@@ -368,7 +374,7 @@ def test_a_stale_tier_has_no_prompt_shares() -> None:
     assert reading.tiers["rtx4090"].prompt_share_at_most == {}
 
 
-def test_every_pools_queues_pair_the_waiting_sum_with_pods_and_rate_and_skip_garbage() -> None:
+def test_every_pools_queues_pair_the_waiting_sum_with_pods_and_rates_and_skip_garbage() -> None:
     def series(namespace: str, pool_: str, tier: str, value: str) -> dict[str, Any]:
         labels = {"namespace": namespace, "gpufleet_dev_pool": pool_, "gpufleet_dev_tier": tier}
         return {"metric": labels, "value": [1.0, value]}
@@ -377,6 +383,7 @@ def test_every_pools_queues_pair_the_waiting_sum_with_pods_and_rate_and_skip_gar
         "sum by (namespace, gpufleet_dev_pool, gpufleet_dev_tier) (rate(": [
             series("llm", "a", "h100", "2500.5")
         ],
+        "(increase(": [series("llm", "a", "h100", "31")],
         "sum by": [
             series("llm", "a", "h100", "12"),
             series("llm", "a", "rtx4090", "0"),
@@ -387,5 +394,7 @@ def test_every_pools_queues_pair_the_waiting_sum_with_pods_and_rate_and_skip_gar
     }
     prometheus = FakePrometheus(answers)
     queues = PrometheusMetrics(client=prometheus).queues(10)
-    assert queues == {("llm", "a"): {"h100": (12.0, 3, 2500.5), "rtx4090": (0.0, 2, None)}}
+    assert queues == {
+        ("llm", "a"): {"h100": (12.0, 3, 2500.5, 31.0), "rtx4090": (0.0, 2, None, None)}
+    }
     assert any("[10s]" in q for q in prometheus.queries)

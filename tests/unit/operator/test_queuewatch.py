@@ -24,7 +24,7 @@ def test_a_step_in_prompt_tokens_held_for_two_checks_is_a_surge() -> None:
     found = surge(
         {"h100": TierLoad(0.0, 1, 2600.0)},
         {"h100": TierLoad(0.0, 1, 2100.0)},
-        {"h100": AtLastPass(0.0, 1000.0)},
+        {"h100": AtLastPass(0.0, 1000.0, 25.0)},
     )
     assert found is not None and found.step == pytest.approx(2.6)
     assert found.describe() == "prompt tokens/s on h100 at 2.6x their level at the last pass"
@@ -38,12 +38,14 @@ def test_a_step_in_prompt_tokens_held_for_two_checks_is_a_surge() -> None:
         (TierLoad(12.0, 2), TierLoad(14.0, 2), AtLastPass(), "shrinking since the last check"),
         (TierLoad(12.0, 2), TierLoad(12.0, 2), AtLastPass(7.0), "under twice the last pass's"),
         (TierLoad(12.0, 2), None, AtLastPass(), "no earlier reading"),
-        (TierLoad(0, 1, 1900.0), TierLoad(0, 1, 2500.0), AtLastPass(0, 1000), "under twice"),
-        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 1500.0), AtLastPass(0, 1000), "one check over"),
-        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2600.0), AtLastPass(0, 1000), "falling"),
-        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2500.0), AtLastPass(0, None), "no level"),
-        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2500.0), AtLastPass(0, 0.0), "from nothing"),
-        (TierLoad(0, 1, None), TierLoad(0, 1, 2500.0), AtLastPass(0, 1000), "no rate now"),
+        (TierLoad(0, 1, 1900.0), TierLoad(0, 1, 2500.0), AtLastPass(0, 1000, 25), "under twice"),
+        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 1500.0), AtLastPass(0, 1000, 25), "one check over"),
+        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2600.0), AtLastPass(0, 1000, 25), "falling"),
+        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2500.0), AtLastPass(0, None, 25), "no level"),
+        (TierLoad(0, 1, 2500.0), TierLoad(0, 1, 2500.0), AtLastPass(0, 0.0, 25), "from nothing"),
+        (TierLoad(0, 1, None), TierLoad(0, 1, 2500.0), AtLastPass(0, 1000, 25), "no rate now"),
+        (TierLoad(0, 1, 2500), TierLoad(0, 1, 2500), AtLastPass(0, 1000, 19), "under 20 requests"),
+        (TierLoad(0, 1, 2500), TierLoad(0, 1, 2500), AtLastPass(0, 1000), "requests unknown"),
     ],
 )
 def test_what_is_not_a_surge(
@@ -85,10 +87,11 @@ def test_the_level_of_prompt_tokens_at_a_pass_is_smoothed_over_the_checks_before
     watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
     key = ("ns", "p")
     for rate in (1000.0, 1000.0, 500.0):  # one quiet window
-        assert watch.check({key: {"h100": TierLoad(0.0, 1, rate)}}) == []
+        assert watch.check({key: {"h100": TierLoad(0.0, 1, rate, 40.0)}}) == []
     watch.passed("ns", "p")
-    level = watch._at_last_pass[key]["h100"].prompt_tokens_per_second
-    assert level == pytest.approx(900.0)  # 1000, then 20% of the way to 500
+    base = watch._at_last_pass[key]["h100"]
+    assert base.prompt_tokens_per_second == pytest.approx(900.0)  # 20% of the way to 500
+    assert base.requests_in_window == pytest.approx(40.0)
     # 1700 tokens/s is over twice the quiet window's 500, not twice the level: no surge.
     assert watch.check({key: {"h100": TierLoad(0.0, 1, 1700.0)}}) == []
     assert watch.check({key: {"h100": TierLoad(0.0, 1, 1700.0)}}) == []
@@ -99,8 +102,8 @@ def test_the_level_of_prompt_tokens_at_a_pass_is_smoothed_over_the_checks_before
 def test_run_reads_every_period_and_wakes_the_surging_pool() -> None:
     key = ("ns", "p")
     readings = iter(
-        [None, {key: {"t": (5.0, 1, None)}}, {key: {"t": (6.0, 1, None)}}]
-        + [{key: {"t": (6.0, 1, None)}}] * 20
+        [None, {key: {"t": (5.0, 1, None, None)}}, {key: {"t": (6.0, 1, None, None)}}]
+        + [{key: {"t": (6.0, 1, None, None)}}] * 20
     )
     woken: list[str] = []
 
