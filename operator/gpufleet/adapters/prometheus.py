@@ -188,33 +188,21 @@ class PrometheusMetrics:
     def _by_label(self, query: str, label: str) -> dict[str, float]:
         """label value -> value of a query aggregated by that label (NaN and garbage left
         out); raises Unreachable when Prometheus does not answer."""
-        out: dict[str, float] = {}
-        result = self._query(query)
-        if not isinstance(result, list):
-            return out
-        for series in result:
-            try:
-                key = series["metric"][label]
-                value = float(series["value"][1])
-            except (KeyError, IndexError, TypeError, ValueError):
-                log.warning("Ignored a malformed series in the answer to %s", query)
-                continue
-            if math.isfinite(value):
-                out[key] = value
-        return out
+        return {key[0]: value for key, value in self._by(query, (label,)).items()}
 
     def _by_labels(self, query: str) -> dict[tuple[str, str, str], float]:
         """(namespace, pool, tier) -> value of a query aggregated by those labels."""
-        out: dict[tuple[str, str, str], float] = {}
+        labels = (promql.NAMESPACE_LABEL, promql.POOL_LABEL, promql.TIER_LABEL)
+        return {(k[0], k[1], k[2]): v for k, v in self._by(query, labels).items()}
+
+    def _by(self, query: str, labels: tuple[str, ...]) -> dict[tuple[str, ...], float]:
+        """The values of `labels` -> value of a query aggregated by them (NaN and garbage
+        left out); raises Unreachable when Prometheus does not answer."""
+        out: dict[tuple[str, ...], float] = {}
         result = self._query(query)
         for series in result if isinstance(result, list) else []:
             try:
-                labels = series["metric"]
-                key = (
-                    labels[promql.NAMESPACE_LABEL],
-                    labels[promql.POOL_LABEL],
-                    labels[promql.TIER_LABEL],
-                )
+                key = tuple(series["metric"][label] for label in labels)
                 value = float(series["value"][1])
             except (KeyError, IndexError, TypeError, ValueError):
                 log.warning("Ignored a malformed series in the answer to %s", query)
