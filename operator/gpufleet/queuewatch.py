@@ -23,7 +23,7 @@ second no lower:
   window): with fewer, one long prompt more or less doubles a window's tokens, and the
   step would be noise. This one comes first on a tier that keeps up: in
   `make demo`, with the queue alone the early pass came 6 and 9 s after the sixfold
-  realtime step (two runs); with this too, 3 s after it.
+  realtime step (two runs); with this too, 3 and 4 s after it.
 
 Each early pass raises the bars for the next (they are taken again at every pass), so a
 surge that keeps growing wakes the pool a handful of times, not every period. The pass it

@@ -129,7 +129,7 @@ class Report:
                 head += " for zero demand"
         notes = self._notes()
         text = head + ("; " + "; ".join(notes[:MAX_NOTES]) if notes else "")
-        return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+        return _clip(text)
 
     def _notes(self) -> list[str]:
         notes: list[str] = []
@@ -301,5 +301,9 @@ class Report:
 
 def early_pass(message: str, why: str) -> str:
     """A decision's message when its pass ran before its interval (`gpufleet.queuewatch`)."""
-    text = f"Early pass, {why}: {message}"
+    return _clip(f"Early pass, {why}: {message}")
+
+
+def _clip(text: str) -> str:
+    """A message cut to what conditions and Events hold."""
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
