@@ -26,7 +26,10 @@ second no lower:
   realtime step (two runs); with this too, 3 and 4 s after it.
 
 Each early pass raises the bars for the next (they are taken again at every pass), so a
-surge that keeps growing wakes the pool a handful of times, not every period. The pass it
+surge that keeps growing wakes the pool a handful of times, not every period. A pass that
+moves a class onto a tier raises that tier's level to what its new weights send there
+(the class's measured prompt tokens/s times its new share), so the traffic a pass moved
+is not read as a surge that wakes another. The pass it
 starts is an ordinary pass (the planner reads demand, the queue and its drain as usual);
 only its timing and its message differ ("Early pass, 9 requests waiting on h100 (0 at the
 last pass): ..." or "Early pass, prompt tokens/s on h100 at 2.6x their level at the last
@@ -146,15 +149,21 @@ class QueueWatch:
     _at_last_pass: dict[Key, dict[str, AtLastPass]] = field(default_factory=dict)
     _woken: set[Key] = field(default_factory=set)  # woken; their pass has not run yet
 
-    def passed(self, namespace: str, name: str) -> None:
-        """A pass of the pool ran: what its tiers showed then is the bars' new base."""
+    def passed(self, namespace: str, name: str, sent: Mapping[str, float] | None = None) -> None:
+        """A pass of the pool ran: what its tiers showed then is the bars' new base. `sent`:
+        the prompt tokens/s the pass's weights send each tier; where that is more than the
+        tier's level, it is the level (traffic the pass moved there is no surge)."""
         key = (namespace, name)
         self._woken.discard(key)
         level = self._level.get(key, {})
-        self._at_last_pass[key] = {
-            t: AtLastPass(load.waiting, *level.get(t, (None, None)))
-            for t, load in self._before.get(key, {}).items()
-        }
+        sent = sent or {}
+        bases = {}
+        for t, load in self._before.get(key, {}).items():
+            tokens, count = level.get(t, (None, None))
+            if t in sent and (tokens is None or sent[t] > tokens):
+                tokens = sent[t]
+            bases[t] = AtLastPass(load.waiting, tokens, count)
+        self._at_last_pass[key] = bases
 
     def check(self, reading: Reading) -> list[tuple[Key, Surge]]:
         """The pools this reading shows a surge on (not woken already); remembers it as the

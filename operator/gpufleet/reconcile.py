@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -29,6 +29,7 @@ from gpufleet.desired.status import EventRecord, RoutingState, build_status, eve
 from gpufleet.observe import observe
 from gpufleet.planning.explain import early_pass
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
+from gpufleet.planning.routing import prompt_tokens_sent
 from gpufleet.poolmetrics import export_pool
 from gpufleet.scaledown import ShrinkingTier, rank_if_shrinking
 from gpufleet.telemetry import Telemetry
@@ -97,6 +98,8 @@ class PassResult:
     # Set when the pass could not act on the spec (ChildApplyFailed, PlanFailed,
     # RouteApplyFailed): the loop backs off, and observedGeneration stays where it was.
     failure: Reason | None = None
+    # Prompt tokens/s the plan's weights send each tier (`routing.prompt_tokens_sent`).
+    sent: Mapping[str, float] = field(default_factory=dict)
 
 
 def status_patch(
@@ -210,14 +213,11 @@ class Reconciler:
         if records and any(r.reason == plan.reason for r in records):
             self.telemetry.decisions.labels(plan.reason).inc()
         export_pool(self.telemetry, pool, status, observation)
+        sent = prompt_tokens_sent(observation.demand, plan)
         return PassResult(
-            status_written=patch is not None,
-            applied=tuple(applied),
-            deleted=tuple(deleted),
-            events=tuple([*records, *rolled]),
-            plan=plan,
-            failure=failure,
-        )
+            patch is not None, tuple(applied), tuple(deleted), tuple([*records, *rolled]), plan,
+            failure, sent,
+        )  # fmt: skip
 
     # Apply ---------------------------------------------------------------------------
 

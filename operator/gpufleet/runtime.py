@@ -27,7 +27,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -101,8 +101,9 @@ class Loops:
     held: Callable[[str, str], bool] = lambda namespace, name: True
     # The shard a pool is in, for the queue depth by shard (0 when not sharded).
     shard_of: Callable[[str, str], int] = lambda namespace, name: 0
-    # Called after each pass that ran (the queue watch takes its readings as the new base).
-    passed: Callable[[str, str], None] = lambda namespace, name: None
+    # Called after each pass that ran, with the prompt tokens/s its weights send each tier
+    # (the queue watch takes its readings, and those, as the new base).
+    passed: Callable[[str, str, Mapping[str, float]], None] = lambda namespace, name, sent: None
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
     _generations: dict[Key, int] = field(default_factory=dict)
@@ -273,7 +274,7 @@ class Loops:
             result = await self._in_thread(gate.run, work, body, held)
             if result is None:  # called off before it started: the pool is retired
                 return None
-            self.passed(namespace, name)
+            self.passed(namespace, name, result.sent)
         except NotHeld:
             log.warning("Skipped a pass of %s/%s: its shard Lease is not fresh", namespace, name)
             return self.retry_seconds

@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping
 
 from gpufleet.planning.classes import ClassCapacity
 from gpufleet.planning.inputs import Inputs
+from gpufleet.planning.records import ClassDemand, Plan
 from gpufleet.planning.stabilization import integer_weights
 
 # Points per tier under which the pool's live weights are kept, if they still carry the
@@ -123,3 +124,21 @@ def settle(
         return weights
     names = inputs.names
     return {n: {t: live[n].get(t, 0) for t in names} for n in weights}
+
+
+def prompt_tokens_sent(demand: Mapping[str, ClassDemand | None], plan: Plan) -> dict[str, float]:
+    """Prompt tokens/s the plan's weights send each tier: each class's measured demand split
+    by its weights (tiers no class is sent to are absent; classes without a measured demand
+    count for nothing). The queue watch takes it as a tier's level after the pass, so
+    traffic a pass moves onto a tier is not read as a surge there."""
+    sent: dict[str, float] = {}
+    for name, planned in plan.classes.items():
+        measured = demand.get(name)
+        total = sum(w for w in planned.weights.values() if w > 0)
+        if measured is None or total <= 0:
+            continue
+        for tier, weight in planned.weights.items():
+            if weight > 0:
+                share = measured.prompt_tokens_per_second * weight / total
+                sent[tier] = sent.get(tier, 0.0) + share
+    return sent

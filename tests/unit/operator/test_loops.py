@@ -226,7 +226,7 @@ def test_an_early_wake_runs_a_pass_that_says_why_and_a_failing_pool_is_not_woken
         passes.failing = False
         ran: list[tuple[str, str]] = []
         loops = Loops(cast(Any, passes), debounce_seconds=0, retry_seconds=60)
-        loops.passed = lambda namespace, name: ran.append((namespace, name))
+        loops.passed = lambda namespace, name, sent: ran.append((namespace, name))
         assert not loops.wake_early("ns", "p", "before its loop")  # no loop: nothing to wake
         loops.ensure("ns", "p")
         await asyncio.sleep(0.1)

@@ -99,6 +99,30 @@ def test_the_level_of_prompt_tokens_at_a_pass_is_smoothed_over_the_checks_before
     assert watch.check({key: {"h100": TierLoad(0.0, 1, 1900.0)}}) != []  # and twice
 
 
+def test_traffic_a_pass_moved_onto_a_tier_is_its_level_there_not_a_surge() -> None:
+    watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
+    key = ("ns", "p")
+    quiet = {"h100": TierLoad(0.0, 1, 1000.0, 40.0), "rtx4090": TierLoad(0.0, 2, 600.0, 30.0)}
+    for _ in range(3):
+        assert watch.check({key: quiet}) == []
+    # The pass moves batch (2000 tokens/s) from the 4090s onto the H100.
+    watch.passed("ns", "p", {"h100": 3000.0, "rtx4090": 400.0})
+    bases = watch._at_last_pass[key]
+    assert bases["h100"].prompt_tokens_per_second == pytest.approx(3000.0)
+    # The 4090s keep their higher level: a surge there must double what they had.
+    assert bases["rtx4090"].prompt_tokens_per_second == pytest.approx(600.0)
+    moved = {"h100": TierLoad(0.0, 1, 3000.0, 90.0), "rtx4090": TierLoad(0.0, 2, 400.0, 20.0)}
+    assert watch.check({key: moved}) == []
+    assert watch.check({key: moved}) == []  # 3x the old level, the level the pass set
+    doubled = {"h100": TierLoad(0.0, 1, 6200.0, 180.0), "rtx4090": moved["rtx4090"]}
+    assert watch.check({key: doubled}) == []
+    found = watch.check({key: doubled})
+    assert [k for k, _ in found] == [key]
+    assert found[0][1].describe() == (
+        "prompt tokens/s on h100 at 2.1x their level at the last pass"
+    )
+
+
 def test_run_reads_every_period_and_wakes_the_surging_pool() -> None:
     key = ("ns", "p")
     readings = iter(

@@ -284,3 +284,18 @@ def test_an_early_pass_says_why_in_its_decision() -> None:
     assert decision.message.startswith(
         "Early pass, 12 requests waiting on h100 (0 at the last pass): "
     )
+
+
+def test_a_pass_reports_the_prompt_tokens_its_weights_send_each_tier() -> None:
+    from tests.exported import run_passes
+
+    kube, reconciler = run_passes(count=2)
+    body = kube.get_pool("default", "llama3-8b")
+    assert body is not None
+    result = reconciler.reconcile(body)
+    weights = status(kube).classes
+    sent_to = {w.tier for c in weights for w in c.weights if w.weight > 0}
+    # The classes' demand is inferred from the one tier's 800 prompt tokens/s; every token
+    # of it is sent somewhere, and only to tiers some class has a weight on.
+    assert sum(result.sent.values()) == pytest.approx(800.0, rel=0.01)
+    assert set(result.sent) == sent_to
