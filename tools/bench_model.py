@@ -186,11 +186,16 @@ def _section(rows, cv, table, vidur, wall, replay_s, args) -> list[str]:  # type
         out.append(f"| {key} | {f:.1%} | {cells} |")
     out += [
         "",
-        "Fitted efficiencies (share of the datasheet peak; bounds 20%-90%):",
+        "Fitted efficiencies (share of the datasheet peak; bounds 20%-90%). Two stages per "
+        "GPU type: its own parameters on its single-GPU runs (every metric), then, on its "
+        "tensor-parallel runs, the link, the all-reduce latency and the launch floor of the "
+        "multi-GPU hosts, on median TPOT and output tokens/s only: those set a step's time, "
+        "while the TTFT of the RTX 4090 tensor-parallel runs holds a host lag the model has "
+        "no parameter for (see `gpufleet.perf.calibrate.fit`).",
         "",
         "| GPU | compute | memory | link | step overhead | per-request/step | API overhead | "
-        "all-reduce latency | host launch floor / layer |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "all-reduce latency | host launch floor / layer | the same, tensor-parallel |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, eff in table.items():
         g = gpu(name)
@@ -201,7 +206,7 @@ def _section(rows, cv, table, vidur, wall, replay_s, args) -> list[str]:  # type
             f"| {eff.link:.0%}{'' if 'link' in eff.measured else ' (not fitted)'} "
             f"| {eff.step_overhead_s * 1e3:.2f} ms | {eff.per_seq_overhead_s * 1e6:.0f} us "
             f"| {eff.api_overhead_s * 1e3:.1f} ms | {eff.allreduce_latency_s * 1e6:.0f} us "
-            f"| {eff.layer_launch_s * 1e6:.0f} us |"
+            f"| {eff.layer_launch_s * 1e6:.0f} us | {eff.launch_per_layer(2) * 1e6:.0f} us |"
         )
     out += [
         "",

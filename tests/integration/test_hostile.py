@@ -420,7 +420,7 @@ def test_tiers_nobody_measured_say_their_profile_is_derived(
         assert seen[name]["profileMeasured"] is False, seen[name]
         assert seen[name]["profile"].startswith("derived by gpufleet.perf from"), seen[name]
         assert source in seen[name]["profile"]
-    assert "typical efficiencies, not fitted" in seen["mi"]["profile"]
+    assert "no runs of this GPU type: H100-PCIe's fitted efficiencies" in seen["mi"]["profile"]
 
 
 def test_budget_below_min_replicas_says_so(

@@ -667,8 +667,8 @@ class Tier(Model):
         default=None,
         description=(
             "A Custom accelerator's datasheet: its profile is derived from the measured card "
-            "of the nearest memory bandwidth, moved by the first-principles model (typical "
-            "efficiencies, not fitted: the profile says so)."
+            "of the nearest memory bandwidth, moved by the first-principles model run on that "
+            "card's fitted efficiencies (nothing measured this one: the profile says so)."
         ),
     )
     resources: Resources | None = Field(

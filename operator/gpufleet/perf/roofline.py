@@ -10,7 +10,8 @@ vLLM's Llama/Qwen/Gemma layers do).
     memory  = bytes / (bandwidth x eff_memory)
     launch  = layers x layer_launch (the host launching each layer's kernels; with vLLM's
               piecewise CUDA graphs attention runs eagerly between graph pieces, so a slow
-              host CPU can leave the GPU waiting: small models on the 4090 hosts)
+              host CPU can leave the GPU waiting: small models on the 4090 hosts; fitted
+              apart for tensor-parallel replicas, whose hosts differ)
     gpu     = max(compute, memory) + layers x KERNELS_PER_LAYER x KERNEL_LATENCY
     step    = max(gpu, launch) + all-reduces + step_overhead + R x per_seq
 
@@ -67,7 +68,15 @@ class Efficiency:
     api_overhead_s: float = 0.005  # per request, from the client to the scheduler
     allreduce_latency_s: float = 3e-5  # per all-reduce, 2 GPUs (scales as 2(tp-1)/tp)
     layer_launch_s: float = 5e-5  # host time to launch one layer's kernels (a step floor)
+    # The same with tensor parallelism (one worker process per GPU, each launching its own
+    # kernels, on the multi-GPU hosts); None: as on one GPU.
+    tp_layer_launch_s: float | None = None
     measured: tuple[str, ...] = field(default=())  # the fields fitted on measurements
+
+    def launch_per_layer(self, tp: int) -> float:
+        if tp > 1 and self.tp_layer_launch_s is not None:
+            return self.tp_layer_launch_s
+        return self.layer_launch_s
 
 
 @dataclass(frozen=True)
@@ -185,7 +194,7 @@ class Coefficients:
             else 0.0,
             overhead=e.step_overhead_s,
             per_seq=e.per_seq_overhead_s,
-            launch=m.layers * e.layer_launch_s,
+            launch=m.layers * e.launch_per_layer(tp),
             kernel_latency=m.layers * KERNELS_PER_LAYER * KERNEL_LATENCY_S,
         )
 

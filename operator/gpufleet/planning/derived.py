@@ -26,8 +26,11 @@ by physics only, and the row's measurement carries over. What does not carry ove
 table's benchmark understates a replica's saturation (the completed rate of 200-request runs,
 capped by their drain: `make bench-profiles` puts numbers on it): a move keeps the row's
 understatement, which is closest to right within a family and a size class. A GPU type with
-no runs has no fitted efficiencies either: its engine uses
-`gpufleet.perf.calibration.DEFAULT`, typical shares of peak, and the profile says so. A moved
+no runs has no fitted efficiencies either: for the move its engine runs on the source card's
+(the same shares of its own peaks, and the same host overheads), so the ratios hold what the
+two datasheets differ by and nothing a refit moves; the profile says so. (On DEFAULT's
+typical shares instead, a refit of the H100 PCIe that cut its per-request overhead moved the
+H100 SXM from 1.42x the PCIe's throughput to 1.17x, with no datasheet changed.) A moved
 profile is never presented as measured.
 
 Cost: about 0.1-0.2 s of engine time per (GPU type, model, GPU count), cached for the process.
@@ -69,6 +72,8 @@ class EngineNumbers:
     throughput_rps: float  # sustained completions per second under a backlog
     idle_ttft_p99_seconds: float
     idle_tpot_seconds: float
+    # Not calibrated: the GPU type whose fitted efficiencies it ran on (None: DEFAULT's).
+    efficiencies_of: str | None = None
 
 
 @dataclass(frozen=True)
@@ -80,12 +85,13 @@ class Moved:
     target: EngineNumbers
 
     def note(self, row: str) -> str:
-        how = (
-            "efficiencies fitted on io.net runs"
-            if self.target.calibrated
-            else "no runs of this GPU type: typical efficiencies, not fitted"
-        )
         t = self.target
+        if t.calibrated:
+            how = "efficiencies fitted on io.net runs"
+        elif t.efficiencies_of is not None:
+            how = f"no runs of this GPU type: {t.efficiencies_of}'s fitted efficiencies"
+        else:
+            how = "no runs of this GPU type: typical efficiencies, not fitted"
         return (
             f"derived by gpufleet.perf from {row}: {self.throughput_ratio:.2f}x its sustained "
             f"throughput ({t.model} on {t.gpus}x {t.gpu}; {how})"
@@ -139,25 +145,46 @@ def datasheet_gpu(name: str, sheet: GpuDatasheet) -> Gpu:
 
 
 def engine_numbers(
-    accelerator: str | Gpu, arch: ModelArch, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu,
+    arch: ModelArch,
+    gpus: int,
+    prompt: float,
+    output: float,
+    like: str | None = None,
 ) -> EngineNumbers:
     """The engine's numbers for `gpus` x `accelerator` (a name gpufleet.perf knows, or a
-    datasheet's row) serving `arch` (NotDerivable)."""
-    return _numbers(accelerator, arch, gpus, round(prompt, 1), round(output, 1))
+    datasheet's row) serving `arch` (NotDerivable). A GPU type with no runs runs on the
+    fitted efficiencies of `like` (a measured GPU type), or else on DEFAULT's."""
+    return _numbers(accelerator, arch, gpus, round(prompt, 1), round(output, 1), like)
+
+
+def _calibration(card: Gpu, like: str | None) -> tuple[Calibration, str | None]:
+    try:
+        cal = calibration(card.name)
+    except KeyError:  # a datasheet from the spec: nothing measured it
+        cal = Calibration(card.name, DEFAULT, False, FIELDS)
+    if cal.measured or like is None:
+        return cal, None
+    carried = calibration(like)
+    if not carried.measured:
+        return cal, None
+    return Calibration(card.name, carried.efficiency, False, cal.datasheet_only), carried.gpu
 
 
 @functools.lru_cache(maxsize=128)
 def _numbers(
-    accelerator: str | Gpu, arch: ModelArch, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu,
+    arch: ModelArch,
+    gpus: int,
+    prompt: float,
+    output: float,
+    like: str | None,
 ) -> EngineNumbers:
     try:
         card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
     except KeyError as error:
         raise NotDerivable(str(error.args[0])) from None
-    try:
-        cal = calibration(card.name)
-    except KeyError:  # a datasheet from the spec: nothing measured it
-        cal = Calibration(card.name, DEFAULT, False, FIELDS)
+    cal, carried = _calibration(card, like)
     replica = Replica(card, arch, gpus, cal.efficiency)
     if not replica.fits():
         raise NotDerivable(
@@ -180,6 +207,7 @@ def _numbers(
         gpus=gpus,
         model=arch.name,
         calibrated=cal.measured,
+        efficiencies_of=carried,
         throughput_rps=throughput,
         idle_ttft_p99_seconds=float(np.percentile(idle.ttft, 99)),
         idle_tpot_seconds=float(np.mean(tpot)) if len(tpot) else 0.0,
@@ -197,7 +225,9 @@ Side = tuple[str | Gpu, ModelArch, int]  # accelerator, model, GPUs
 def move(fit: Fit, *, prompt: float, output: float, source: Side, target: Side) -> Moved:
     """`fit`, measured on `source`, moved to `target` (NotDerivable)."""
     was = engine_numbers(*source, prompt, output)
-    now = engine_numbers(*target, prompt, output)
+    # A GPU type no run measured runs on the source card's fitted efficiencies (shares of
+    # its peaks), so the ratios hold the two datasheets' differences, not a fit's.
+    now = engine_numbers(*target, prompt, output, like=was.gpu if was.calibrated else None)
     speed = now.throughput_rps / was.throughput_rps
     ttft = now.idle_ttft_p99_seconds / was.idle_ttft_p99_seconds
     tpot = now.idle_tpot_seconds / was.idle_tpot_seconds if was.idle_tpot_seconds > 0 else 1.0
