@@ -29,8 +29,8 @@ Each early pass raises the bars for the next (they are taken again at every pass
 surge that keeps growing wakes the pool a handful of times, not every period. A pass that
 moves a class onto a tier raises that tier's level to what its new weights send there
 (the class's measured prompt tokens/s times its new share), so the traffic a pass moved
-is not read as a surge that wakes another. The pass it
-starts is an ordinary pass (the planner reads demand, the queue and its drain as usual);
+is not read as a surge that wakes another. The pass a surge starts is an ordinary pass
+(the planner reads demand, the queue and its drain as usual);
 only its timing and its message differ ("Early pass, 9 requests waiting on h100 (0 at the
 last pass): ..." or "Early pass, prompt tokens/s on h100 at 2.6x their level at the last
 pass: ..."), and `gpufleet_early_passes_total` counts it. A pool is woken once per surge

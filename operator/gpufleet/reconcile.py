@@ -213,10 +213,10 @@ class Reconciler:
         if records and any(r.reason == plan.reason for r in records):
             self.telemetry.decisions.labels(plan.reason).inc()
         export_pool(self.telemetry, pool, status, observation)
-        sent = prompt_tokens_sent(observation.demand, plan)
         return PassResult(
-            patch is not None, tuple(applied), tuple(deleted), tuple([*records, *rolled]), plan,
-            failure, sent,
+            status_written=patch is not None, applied=tuple(applied), deleted=tuple(deleted),
+            events=tuple([*records, *rolled]), plan=plan, failure=failure,
+            sent=prompt_tokens_sent(observation.demand, plan),
         )  # fmt: skip
 
     # Apply ---------------------------------------------------------------------------

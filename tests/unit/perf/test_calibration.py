@@ -53,3 +53,28 @@ def test_a_short_fit_is_deterministic_and_bounded() -> None:
     assert EFF_LOW <= a.efficiency.memory <= EFF_HIGH
     assert "link" not in a.efficiency.measured  # one GPU per run: nothing measures the link
     assert residuals(a.efficiency, runs).shape == (4 * len(runs),)
+
+
+@pytest.mark.timeout(120)
+def test_the_tensor_parallel_stage_fits_the_link_and_its_floor_on_step_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from gpufleet.perf import calibrate
+
+    runs = [r for r in load_runs(RUNS_DIR) if "Qwen-7B" in r.model and "4090" in r.gpu]
+    assert {r.gpus for r in runs} >= {1, 2}
+    seen: list[tuple[int, tuple[str, ...]]] = []
+    real = calibrate.residuals
+
+    def spy(eff, runs, metrics=calibrate.METRICS):  # type: ignore[no-untyped-def]
+        seen.append((max(r.gpus for r in runs), tuple(metrics)))
+        return real(eff, runs, metrics)
+
+    monkeypatch.setattr(calibrate, "residuals", spy)
+    result = fit(runs, max_evaluations=4)
+    assert {"link", "allreduce_latency_s", "tp_layer_launch_s"} <= set(result.efficiency.measured)
+    assert result.efficiency.tp_layer_launch_s is not None
+    # The GPU's own parameters on its single-GPU runs, every metric; the tensor-parallel
+    # ones on the multi-GPU runs, median TPOT and output tokens/s only.
+    assert {m for gpus, m in seen if gpus == 1} == {calibrate.METRICS}
+    assert {m for gpus, m in seen if gpus > 1} == {calibrate.STEP_METRICS}

@@ -115,3 +115,14 @@ def test_cached_prompt_tokens_are_not_computed_again() -> None:
     assert np.percentile(warm.ttft, 99) < np.percentile(cold.ttft, 99)
     assert warm.max_batched_tokens < cold.max_batched_tokens
     assert not np.isnan(warm.finish).any()
+
+
+def test_a_tensor_parallel_replica_has_its_hosts_own_launch_floor() -> None:
+    m = model("meta-llama/Meta-Llama-3-8B-Instruct")
+    eff = replace(EFF, layer_launch_s=4e-4, tp_layer_launch_s=1e-4)
+    one, two = (Replica(gpu("RTX-4090"), m, tp, eff) for tp in (1, 2))
+    assert one.parts(1, 1, 300, 300)["launch"] == pytest.approx(m.layers * 4e-4)
+    assert two.parts(1, 1, 300, 300)["launch"] == pytest.approx(m.layers * 1e-4)
+    # Unset, a tensor-parallel replica has the single-GPU host's floor.
+    same = Replica(gpu("RTX-4090"), m, 2, replace(eff, tp_layer_launch_s=None))
+    assert same.parts(1, 1, 300, 300)["launch"] == pytest.approx(m.layers * 4e-4)
