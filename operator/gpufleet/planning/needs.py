@@ -10,6 +10,7 @@ that drain its backlog within a lead time (`drain_rates`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import datetime
 
 from gpufleet.planning import forecast
 from gpufleet.planning.classes import ClassCapacity
@@ -30,15 +31,27 @@ def demand_tokens(inputs: Inputs, cls: str) -> float:
     return max(max(measured.tokens_per_second, 0.0) + growth, 0.0)
 
 
+def last_pass(inputs: Inputs) -> datetime | None:
+    """The latest pass the status can date: the last decision, the optimizer's last answer
+    or a class's forecast, whichever is newest. The status's backlog was read by that pass
+    or a later one: a steady pool keeps its last decision for many passes, while the
+    forecast moves every interval, so the decision's time alone would spread one
+    interval's queue over all of them."""
+    previous = inputs.previous
+    times = [c.forecast.updated_at for c in previous.classes if c.forecast is not None]
+    times += [x.time for x in (previous.last_decision, previous.sizing) if x is not None]
+    return max(times, default=None)
+
+
 def queue_growth(inputs: Inputs, cls: str) -> float:
-    """Tokens/s the class's queued backlog grew by since the last decision; negative when it
+    """Tokens/s the class's queued backlog grew by since the last pass; negative when it
     drained, but only where every tier the class is sent to read its queue (a missing
     reading counts as an empty queue, and is no drain)."""
     before = next((c for c in inputs.previous.classes if c.name == cls), None)
-    decided = inputs.previous.last_decision
-    if before is None or decided is None or decided.time >= inputs.now:
+    then = last_pass(inputs)
+    if before is None or then is None or then >= inputs.now:
         return 0.0
-    seconds = (inputs.now - decided.time).total_seconds()
+    seconds = (inputs.now - then).total_seconds()
     grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
     tiers = inputs.previous_weights(cls)
     read = bool(tiers) and all(inputs.seen(t).requests_waiting is not None for t in tiers)

@@ -324,6 +324,41 @@ def test_a_draining_queue_is_not_demand() -> None:
     assert needs.demand_tokens(Inputs(s, grown, status), "batch") == pytest.approx(12_000.0)
 
 
+def test_a_queue_grows_over_the_time_since_the_last_pass_not_the_last_decision() -> None:
+    """A steady pool keeps its last decision for many passes; the queue in its status was
+    read by the last pass (its forecast dates it), so what the queue grew by since is
+    spread over that interval, not over the decision's age."""
+    s = spec()
+    running = {"h100": 1, "rtx4090": 4}
+    waiting = {"h100": {"requests_waiting": 0.0}, "rtx4090": {"requests_waiting": 40.0}}
+    first = observe(s, {"realtime": 1000, "batch": 10000}, now=0, ready=running, tiers=waiting)
+    status = status_from(plan(s, first, previous(running, LIVE)), first)
+    later = dataclasses.replace(
+        observe(s, {"realtime": 1000, "batch": 10000}, now=300, ready=running, tiers=waiting),
+        class_backlog_tokens={"batch": 60_000.0},
+    )
+    status = status_from(plan(s, later, status), later)
+    # The decision and the optimizer's answer as a steady pool keeps them: from the start.
+    assert status.last_decision is not None and status.sizing is not None
+    status = status.model_copy(
+        update={
+            "last_decision": status.last_decision.model_copy(update={"time": at(0)}),
+            "sizing": status.sizing.model_copy(update={"time": at(0)}),
+        }
+    )
+    batch = next(c for c in status.classes if c.name == "batch")
+    assert batch.forecast is not None and batch.forecast.updated_at == at(300)
+    grown = dataclasses.replace(
+        observe(s, {"realtime": 1000, "batch": 10000}, now=330, ready=running, tiers=waiting),
+        class_backlog_tokens={"batch": 120_000.0},
+    )
+    inputs = Inputs(s, grown, status)
+    assert needs.last_pass(inputs) == at(300)
+    # 60,000 more tokens in 30 s: 2,000 tokens/s on top of what the tiers served (over the
+    # decision's 330 s it would read as 182).
+    assert needs.demand_tokens(inputs, "batch") == pytest.approx(12_000.0)
+
+
 def test_reserve_is_priced_in_the_plan() -> None:
     s = spec()
     running = {"h100": 1, "rtx4090": 4}
