@@ -9,6 +9,7 @@ from gpufleet.perf.hardware import gpu
 from gpufleet.perf.ionet import Run
 from gpufleet.perf.models import model
 from gpufleet.perf.roofline import Efficiency, Replica
+from gpufleet.perf.vllm import EngineConfig
 from gpufleet.perf.workload import Workload, benchmark_workload
 
 
@@ -30,8 +31,10 @@ def metrics(result: EngineResult, workload: Workload) -> dict[str, float]:
     }
 
 
-def replica_for(run: Run, eff: Efficiency) -> Replica:
-    return Replica(gpu(run.gpu), model(run.model), run.gpus, eff)
+def replica_for(run: Run, eff: Efficiency, config: EngineConfig | None = None) -> Replica:
+    """The run's replica; `config` replaces vLLM's defaults (a what-if: the io.net files
+    do not record the server's flags)."""
+    return Replica(gpu(run.gpu), model(run.model), run.gpus, eff, config)
 
 
 def cached_prompt_tokens(run: Run, replica: Replica, prompts: np.ndarray) -> np.ndarray:
@@ -52,9 +55,11 @@ def cached_prompt_tokens(run: Run, replica: Replica, prompts: np.ndarray) -> np.
     return ((prompts - 1) // block * block).astype(np.int64)
 
 
-def replay(run: Run, eff: Efficiency) -> tuple[dict[str, float], EngineResult]:
+def replay(
+    run: Run, eff: Efficiency, config: EngineConfig | None = None
+) -> tuple[dict[str, float], EngineResult]:
     work = benchmark_workload(run.rate, run.num_prompts, run.mean_prompt, run.mean_output)
-    replica = replica_for(run, eff)
+    replica = replica_for(run, eff, config)
     cached = cached_prompt_tokens(run, replica, work.prompts)
     result = simulate(replica, work.arrivals, work.prompts, work.outputs, cached)
     return metrics(result, work), result

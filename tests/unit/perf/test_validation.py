@@ -70,3 +70,23 @@ def test_a_following_run_finds_its_prompts_cached_when_the_cache_holds_a_run() -
     assert not cached_prompt_tokens(first, replica_for(first, FITTED["H100-PCIe"]), prompts).any()
     small = cached_prompt_tokens(rtx, replica_for(rtx, FITTED["RTX-4090"]), prompts)  # type: ignore[arg-type]
     assert not small.any()
+
+
+def test_a_replay_takes_other_engine_flags_as_a_what_if() -> None:
+    """The files do not record the server's flags: a replay with a larger KV cache
+    (gpu_memory_utilization 0.95) holds more tokens and preempts less on a KV-bound run."""
+    from dataclasses import replace
+
+    from gpufleet.perf.hardware import gpu
+    from gpufleet.perf.replay import replay
+    from gpufleet.perf.vllm import default_config
+
+    (run,) = _pick("QwQ-32B", "H100", 1, 16.0)
+    eff = FITTED["H100-PCIe"]
+    default, base = replay(run, eff)  # type: ignore[arg-type]
+    larger = replace(default_config(gpu(run.gpu).memory_gib), gpu_memory_utilization=0.95)  # type: ignore[attr-defined]
+    what_if, more = replay(run, eff, larger)  # type: ignore[arg-type]
+    assert base.preemptions > 0
+    assert more.kv_blocks > 1.4 * base.kv_blocks
+    assert more.preemptions < base.preemptions
+    assert what_if["p99TtftMs"] < default["p99TtftMs"]
