@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.pools import BASE_EXAMPLE, pool
+from tests.pools import BASE_EXAMPLE, ROOT, pool
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -85,6 +85,39 @@ def test_the_table_names_each_criterion_pass_or_miss() -> None:
     assert done.returncode == 0, done.stderr
     assert "$/Mtok" in done.stdout
     assert done.stdout.count("PASS") + done.stdout.count("MISS") == 3
+
+
+def test_a_pool_without_a_realtime_class_gets_traffic_in_every_class() -> None:
+    """By default the classes that match requests share 30% of the trace evenly (a class
+    named realtime takes it where there is one): every objective of the pool is tested,
+    none reads as missed by a class the trace sent nothing."""
+    done = _simulate(
+        "-f", str(ROOT / "examples" / "qwen14b-4x4090.yaml"),
+        "--trace", "synthetic:constant", "--duration", "300", "--rate", "2",
+        "--policy", "gpufleet,static-split", "--output", "json",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["classShares"]["interactive"] == pytest.approx(0.3, abs=0.05)
+    assert report["classShares"]["standard"] == pytest.approx(0.7, abs=0.05)
+    names = [line["criterion"] for line in report["bar"]]
+    assert names == [
+        "gpufleet SLO attainment of interactive >= 99%",
+        "gpufleet SLO attainment of standard >= 99%",
+    ]
+    # Shares given by hand still rule: standard alone leaves interactive without requests,
+    # and the bar says nothing of it.
+    alone = _simulate(
+        "-f", str(ROOT / "examples" / "qwen14b-4x4090.yaml"),
+        "--trace", "synthetic:constant", "--duration", "300", "--rate", "2",
+        "--class-fraction", "interactive=0", "--policy", "gpufleet", "--output", "json",
+    )  # fmt: skip
+    assert alone.returncode == 0, alone.stderr
+    solo = json.loads(alone.stdout)
+    assert solo["classShares"]["interactive"] == 0.0
+    assert [line["criterion"] for line in solo["bar"]] == [
+        "gpufleet SLO attainment of standard >= 99%"
+    ]
 
 
 def test_an_invalid_pool_names_the_field_and_exits_2(tmp_path: Path) -> None:

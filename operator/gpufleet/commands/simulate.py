@@ -58,7 +58,8 @@ def register(subparsers: Any) -> None:
         type=float,
         default=None,
         help="share of requests in the class named realtime (default 0.3 when the pool has "
-        "one); the default class takes the rest",
+        "one; without one, the classes that match requests share 0.3 evenly); the default "
+        "class takes the rest",
     )
     parser.add_argument(
         "--class-fraction",
@@ -141,7 +142,16 @@ def main(args: argparse.Namespace) -> int:
         return 2
 
 
-def _fractions(args: argparse.Namespace, class_names: Sequence[str]) -> dict[str, float]:
+# The share of requests the classes that match requests get by default (a class named
+# realtime, or else all of them evenly).
+DEFAULT_MATCHED_SHARE = 0.3
+
+
+def _fractions(args: argparse.Namespace, classes: Sequence[Any]) -> dict[str, float]:
+    """Each class's share of the trace's requests from the options; by default the class
+    named realtime takes 30%, or, without one, the classes that match requests (headers)
+    share the same 30% evenly; the default class takes the rest."""
+    class_names = [c.name for c in classes]
     fractions: dict[str, float] = {}
     for item in args.class_fraction:
         name, sep, value = item.partition("=")
@@ -156,7 +166,13 @@ def _fractions(args: argparse.Namespace, class_names: Sequence[str]) -> dict[str
             raise UsageError("--realtime-fraction: the pool has no class named realtime")
         fractions["realtime"] = args.realtime_fraction
     elif not fractions and "realtime" in class_names:
-        fractions["realtime"] = 0.3
+        fractions["realtime"] = DEFAULT_MATCHED_SHARE
+    elif not fractions:
+        # No class named realtime: the classes that match requests share the same 30%
+        # evenly, so that every class of the pool is simulated (the default class, the
+        # rest). A class the trace sent nothing would read as an objective met by nobody.
+        matched = [c.name for c in classes if c.match is not None]
+        fractions = {c: DEFAULT_MATCHED_SHARE / len(matched) for c in matched}
     return fractions
 
 
@@ -186,11 +202,10 @@ def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
     trace = traces.cut(trace, speedup=args.speedup, duration_seconds=args.duration)
     if len(trace) == 0:
         raise UsageError(f"--trace {source}: no requests in the part replayed")
-    names = [c.name for c in pool.spec.traffic_classes]
     return traces.assign_classes(
         trace,
         pool.spec,
-        _fractions(args, names),
+        _fractions(args, pool.spec.traffic_classes),
         by=traces.AssignBy(args.assign),
         seed=args.seed,
     )

@@ -137,3 +137,23 @@ def test_the_attainment_ceiling_counts_prompts_too_long_for_the_objective() -> N
     t = trace([0.0, 1.0, 2.0, 3.0], prompt=[200, 4000, 200, 4000], classes=[0, 0, 1, 1])
     assert models["h100"].ttft_base_seconds(4000) > 0.1
     assert attainment_bound(pool.spec, models, t) == {"realtime": 0.5, "batch": 1.0}
+
+
+def test_a_class_the_trace_sent_nothing_has_no_line_in_the_bar() -> None:
+    import dataclasses
+
+    spec = mixed_pool().spec
+    ok = [Fate.COMPLETED] * 100
+    only_batch = dataclasses.replace(
+        _result("gpufleet", [0.05] * 100, ok), class_of=np.ones(100, dtype=int)
+    )
+    ours = summarize(only_batch, spec)
+    assert ours.classes["realtime"].requests == 0
+    oracle = summarize(dataclasses.replace(only_batch, policy="oracle"), spec)
+    lines = bar([ours, oracle])
+    assert [c.name for c in lines] == [
+        "gpufleet SLO attainment of batch >= 99%",
+        "gpufleet $/Mtok <= 1.15x the oracle's",
+    ]
+    assert "the oracle attains batch 100.00%" in lines[1].detail
+    assert "realtime" not in lines[1].detail
