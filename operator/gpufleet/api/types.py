@@ -881,6 +881,22 @@ class PodOptions(Model):
     )
 
 
+# vLLM splits the attention heads evenly over a replica's GPUs (--tensor-parallel-size),
+# and the key/value heads too, or replicates them evenly where there are fewer of them than
+# GPUs (gpufleet.perf.models.tensor_parallel_refusal): where a model's shape is given, a
+# tier whose pods vLLM would refuse to start is refused.
+_TP_CEL = (
+    "self.model.architecture.numAttentionHeads % t.gpusPerReplica == 0 && "
+    "(t.gpusPerReplica >= self.model.architecture.numKeyValueHeads ? "
+    "t.gpusPerReplica % self.model.architecture.numKeyValueHeads == 0 : "
+    "self.model.architecture.numKeyValueHeads % t.gpusPerReplica == 0)"
+)
+TP_MESSAGE = (
+    "every tier's gpusPerReplica must divide model.architecture.numAttentionHeads and split "
+    "its numKeyValueHeads evenly: vLLM refuses another --tensor-parallel-size"
+)
+
+
 class InferencePoolSpec(Model):
     """What to serve, on which GPU tiers, for which traffic classes and objectives."""
 
@@ -905,6 +921,11 @@ class InferencePoolSpec(Model):
             "self.trafficClasses.exists_one(d, has(d.match) && d.match == c.match))",
             "trafficClasses must not share a match: the second class would never get traffic",
             ".trafficClasses",
+        ),
+        (
+            f"!has(self.model.architecture) || self.tiers.all(t, {_TP_CEL})",
+            TP_MESSAGE,
+            ".tiers",
         ),
     )
 
@@ -952,6 +973,13 @@ class InferencePoolSpec(Model):
                 "trafficClasses must have exactly one default class (one without match), "
                 f"found {len(defaults)}"
             )
+        shape = self.model.architecture
+        if shape is not None:
+            heads, kv = shape.num_attention_heads, shape.num_key_value_heads
+            for i, t in enumerate(self.tiers):
+                n = t.gpus_per_replica
+                if heads % n or (n % kv if n >= kv else kv % n):
+                    raise ValueError(f"tiers[{i}].gpusPerReplica: {TP_MESSAGE} (it is {n})")
         return self
 
 

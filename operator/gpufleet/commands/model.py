@@ -86,7 +86,7 @@ def main_validate(args: argparse.Namespace) -> int:
 def _replica(args: argparse.Namespace) -> Any:
     from gpufleet.perf.calibration import calibration
     from gpufleet.perf.hardware import gpu
-    from gpufleet.perf.models import model
+    from gpufleet.perf.models import model, tensor_parallel_refusal
     from gpufleet.perf.roofline import Replica
 
     try:
@@ -95,6 +95,9 @@ def _replica(args: argparse.Namespace) -> Any:
         raise UsageError(str(error.args[0])) from None
     if args.gpus < 1:
         raise UsageError("--gpus: must be at least 1")
+    refused = tensor_parallel_refusal(m.heads, m.kv_heads, args.gpus)
+    if refused is not None:
+        raise UsageError(f"--gpus {args.gpus}: {m.name}: {refused}")
     cal = calibration(g.name)
     replica = Replica(g, m, args.gpus, cal.efficiency)
     if not replica.fits():

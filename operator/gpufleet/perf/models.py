@@ -15,6 +15,31 @@ from dataclasses import dataclass
 HUB = "https://huggingface.co/{}/blob/main/config.json"
 
 
+def tensor_parallel_refusal(heads: int, kv_heads: int, tp: int) -> str | None:
+    """Why vLLM refuses `tp` GPUs for a model of these heads, or None when it runs.
+
+    vLLM 0.33 (read in its source): `ModelConfig.verify_with_parallel_config`
+    (vllm/config/model.py) requires the attention heads to divide by the tensor-parallel
+    size, and `QKVParallelLinear` (vllm/model_executor/layers/linear.py) splits the
+    key/value heads evenly over the GPUs, or replicates them evenly when there are fewer
+    heads than GPUs."""
+
+    def splits(n: int) -> bool:
+        return (n % kv_heads if n >= kv_heads else kv_heads % n) == 0
+
+    if heads % tp:
+        why = f"its {heads} attention heads do not divide by {tp}"
+    elif not splits(tp):
+        why = f"its {kv_heads} key/value heads do not split evenly over {tp}"
+    else:
+        return None
+    fits = [n for n in range(1, 9) if heads % n == 0 and splits(n)]
+    return (
+        f"vLLM refuses --tensor-parallel-size {tp}: {why}; "
+        f"{' or '.join(str(n) for n in fits)} GPUs per replica would run"
+    )
+
+
 @dataclass(frozen=True)
 class ModelArch:
     name: str

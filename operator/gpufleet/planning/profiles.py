@@ -43,7 +43,7 @@ from dataclasses import dataclass
 
 from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
 from gpufleet.perf.hardware import Gpu, gpu
-from gpufleet.perf.models import ModelArch
+from gpufleet.perf.models import ModelArch, tensor_parallel_refusal
 from gpufleet.perf.vllm import GIB
 from gpufleet.planning.capacity import Fit, ReplicaModel
 from gpufleet.planning.derived import (
@@ -123,9 +123,14 @@ def builtin_profile(accelerator: Accelerator, size: str, gpus: int) -> BuiltinPr
 def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
     """The replica model of a tier serving `model`; raises ProfileNotFound with a hint."""
     params = model.size_billions()
+    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+    arch = pool_arch(model)
+    if arch is not None:
+        refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
+        if refused is not None:  # its pods would never start: no class can go there
+            raise ProfileNotFound(f"{where}: {model.name}: {refused}; set gpusPerReplica")
     if tier.profile is not None:
         return _from_spec(tier, tier.profile, params)
-    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
     if params is None:
         raise ProfileNotFound(
             f"{where}: model size unknown; set spec.model.parametersBillions or tiers[].profile"
@@ -135,7 +140,6 @@ def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
         raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile or gpu")
     size = size_class(params)
     memory = spec.memory_gigabytes * tier.gpus_per_replica * WEIGHT_MEMORY_FRACTION
-    arch = pool_arch(model)
     # 2 bytes a parameter, or less where the shape says the checkpoint is smaller (an FP8
     # 70B fits where a BF16 one does not).
     weights = 2.0 * params

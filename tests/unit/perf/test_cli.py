@@ -55,3 +55,12 @@ def test_show_refuses_a_model_that_does_not_fit(capsys: pytest.CaptureFixture[st
     args = ["model", "show", "--accelerator", "RTX-4090", "--model", "Qwen/Qwen2.5-72B-Instruct"]
     assert main(args) == 2
     assert "no KV cache" in capsys.readouterr().err
+
+
+def test_show_refuses_a_gpu_count_vllm_would_refuse(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["model", "show", "--accelerator", "A100-80GB", "--model",
+            "mistralai/Mistral-7B-Instruct-v0.3", "--gpus", "3"]  # fmt: skip
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "--gpus 3" in err
+    assert "its 32 attention heads do not divide by 3" in err

@@ -252,6 +252,21 @@ def test_more_gpus_than_measured_falls_back_to_fewer_and_says_so() -> None:
     [
         pytest.param("RTX4090", 1, "Qwen/Qwen2.5-32B", "do not fit", id="32B-on-one-4090"),
         pytest.param("RTX4090", 4, "Qwen/Qwen2.5-32B", "no built-in profile", id="32B-on-4x4090"),
+        pytest.param(
+            "H100-PCIe-80GB",
+            3,
+            "meta-llama/Meta-Llama-3-8B-Instruct",
+            r"refuses --tensor-parallel-size 3: its 32 attention heads do not divide by 3; "
+            r"1 or 2 or 4 or 8 GPUs per replica would run; set gpusPerReplica",
+            id="8B-on-3xH100-heads",
+        ),
+        pytest.param(
+            "H100-PCIe-80GB",
+            5,
+            "Qwen/Qwen2.5-14B-Instruct",
+            r"its 8 key/value heads do not split evenly over 5",
+            id="14B-on-5xH100-kv-heads",
+        ),
     ],
 )
 def test_missing_profile_says_what_to_set(
