@@ -43,8 +43,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--policy",
         default="all",
-        help="all, or a comma-separated list of gpufleet, h100-only, rtx4090-only, "
-        "static-split, utilization, oracle (default: all)",
+        help="all (every one that applies to the pool: h100-only and rtx4090-only need a "
+        "tier of that GPU type), or a comma-separated list of gpufleet, h100-only, "
+        "rtx4090-only, static-split, utilization, oracle (default: all)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (0)")
     parser.add_argument(
@@ -250,7 +251,7 @@ def run(args: argparse.Namespace) -> Outcome:
     from gpufleet.sim import report
     from gpufleet.sim.engine import Balance, SimConfig, models_of
     from gpufleet.sim.fleet import Preemption
-    from gpufleet.sim.policies import POLICY_NAMES, make_policies
+    from gpufleet.sim.policies import POLICY_NAMES, applicable, make_policies
 
     started = time.perf_counter()
     pool = load_pool(args.filename)
@@ -264,9 +265,11 @@ def run(args: argparse.Namespace) -> Outcome:
         models = models_of(pool)
     except ProfileNotFound as missing:
         raise UsageError(f"{args.filename}: {missing}") from None
-    names = (
-        list(POLICY_NAMES) if args.policy == "all" else [p.strip() for p in args.policy.split(",")]
-    )
+    if args.policy == "all":
+        names, left_out = applicable(pool.spec)
+        notes += left_out
+    else:
+        names = [p.strip() for p in args.policy.split(",")]
     unknown = [n for n in names if n not in POLICY_NAMES]
     if unknown:
         raise UsageError(f"--policy: unknown {', '.join(unknown)}; use {', '.join(POLICY_NAMES)}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from gpufleet.api.types import InferencePool
+from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.sim.baselines import (
     H100,
@@ -37,6 +37,23 @@ from gpufleet.sim.policy import Policy, class_loads
 from gpufleet.sim.traces import Trace
 
 POLICY_NAMES = ("gpufleet", "h100-only", "rtx4090-only", "static-split", "utilization", "oracle")
+
+
+SINGLE_TIER = {"h100-only": H100, "rtx4090-only": RTX4090}
+
+
+def applicable(spec: InferencePoolSpec) -> tuple[list[str], list[str]]:
+    """The policies `--policy all` runs on this pool, and a note for each left out: a
+    single-tier baseline needs a tier of its GPU type in the pool."""
+    names, notes = [], []
+    for name in POLICY_NAMES:
+        family = SINGLE_TIER.get(name)
+        if family is not None and not tiers_of(spec, family):
+            kinds = "/".join(a.value for a in family)
+            notes.append(f"policy {name} left out: the pool has no {kinds} tier")
+            continue
+        names.append(name)
+    return names, notes
 
 
 def _arrow(weights: Mapping[str, Mapping[str, int]]) -> str:
@@ -66,11 +83,12 @@ def make_policies(
                     "policy gpufleet: the planner (gpufleet.planning.planner) is missing"
                 )
             policies.append(GpufleetPolicy(pool, planner))
-        elif name in ("h100-only", "rtx4090-only"):
-            family = H100 if name == "h100-only" else RTX4090
+        elif name in SINGLE_TIER:
+            family = SINGLE_TIER[name]
             matching = tiers_of(spec, family)
             if not matching:
-                raise ValueError(f"policy {name}: the pool has no {'/'.join(family)} tier")
+                kinds = "/".join(a.value for a in family)
+                raise ValueError(f"policy {name}: the pool has no {kinds} tier")
             home = matching[0]
             weights = {
                 c.name: {t.name: 100 if t is home else 0 for t in spec.tiers}
