@@ -181,3 +181,19 @@ def test_the_gpufleet_policy_is_the_real_planner() -> None:
     with pytest.raises(ValueError, match="planner"):
         make_policies(["gpufleet"], pool, models_of(pool), t, 30.0, None)
     assert policy.name == "gpufleet"
+
+
+def test_all_runs_the_policies_that_apply_and_says_which_it_left_out() -> None:
+    from gpufleet.api.types import InferencePoolSpec
+    from gpufleet.sim.policies import POLICY_NAMES, applicable
+    from tests.pools import pool, tier
+
+    body = pool(tiers=[tier("h200", "H200-SXM-141GB"), tier("l40s", "L40S")])
+    names, notes = applicable(InferencePoolSpec.model_validate(body["spec"]))
+    assert names == ["gpufleet", "static-split", "utilization", "oracle"]
+    assert notes == [
+        "policy h100-only left out: the pool has no H100-PCIe-80GB/H100-SXM-80GB tier",
+        "policy rtx4090-only left out: the pool has no RTX4090 tier",
+    ]
+    mixed = pool(tiers=[tier("h100", "H100-PCIe-80GB"), tier("rtx4090", "RTX4090")])
+    assert applicable(InferencePoolSpec.model_validate(mixed["spec"])) == (list(POLICY_NAMES), [])
