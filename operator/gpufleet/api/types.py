@@ -26,6 +26,7 @@ from pydantic.config import JsonDict
 
 from gpufleet.api.constants import DEFAULT_IMAGE
 from gpufleet.api.status import InferencePoolStatus
+from gpufleet.perf.models import tensor_parallel_runs
 
 # A DNS-1035 label: usable as part of a Service name.
 DNS_LABEL = r"^[a-z]([-a-z0-9]*[a-z0-9])?$"
@@ -883,8 +884,8 @@ class PodOptions(Model):
 
 # vLLM splits the attention heads evenly over a replica's GPUs (--tensor-parallel-size),
 # and the key/value heads too, or replicates them evenly where there are fewer of them than
-# GPUs (gpufleet.perf.models.tensor_parallel_refusal): where a model's shape is given, a
-# tier whose pods vLLM would refuse to start is refused.
+# GPUs (gpufleet.perf.models.tensor_parallel_runs, which the Python check calls): where a
+# model's shape is given, a tier whose pods vLLM would refuse to start is refused.
 _TP_CEL = (
     "self.model.architecture.numAttentionHeads % t.gpusPerReplica == 0 && "
     "(t.gpusPerReplica >= self.model.architecture.numKeyValueHeads ? "
@@ -978,7 +979,7 @@ class InferencePoolSpec(Model):
             heads, kv = shape.num_attention_heads, shape.num_key_value_heads
             for i, t in enumerate(self.tiers):
                 n = t.gpus_per_replica
-                if heads % n or (n % kv if n >= kv else kv % n):
+                if not tensor_parallel_runs(heads, kv, n):
                     raise ValueError(f"tiers[{i}].gpusPerReplica: {TP_MESSAGE} (it is {n})")
         return self
 

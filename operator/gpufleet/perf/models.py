@@ -15,25 +15,29 @@ from dataclasses import dataclass
 HUB = "https://huggingface.co/{}/blob/main/config.json"
 
 
+def _kv_heads_split(kv_heads: int, tp: int) -> bool:
+    return (tp % kv_heads if tp >= kv_heads else kv_heads % tp) == 0
+
+
+def tensor_parallel_runs(heads: int, kv_heads: int, tp: int) -> bool:
+    """Whether vLLM 0.33 runs a model of these heads on `tp` GPUs (read in its source):
+    `ModelConfig.verify_with_parallel_config` (vllm/config/model.py) requires the attention
+    heads to divide by the tensor-parallel size, and `QKVParallelLinear`
+    (vllm/model_executor/layers/linear.py) splits the key/value heads evenly over the GPUs,
+    or replicates them evenly when there are fewer heads than GPUs."""
+    return heads % tp == 0 and _kv_heads_split(kv_heads, tp)
+
+
 def tensor_parallel_refusal(heads: int, kv_heads: int, tp: int) -> str | None:
-    """Why vLLM refuses `tp` GPUs for a model of these heads, or None when it runs.
-
-    vLLM 0.33 (read in its source): `ModelConfig.verify_with_parallel_config`
-    (vllm/config/model.py) requires the attention heads to divide by the tensor-parallel
-    size, and `QKVParallelLinear` (vllm/model_executor/layers/linear.py) splits the
-    key/value heads evenly over the GPUs, or replicates them evenly when there are fewer
-    heads than GPUs."""
-
-    def splits(n: int) -> bool:
-        return (n % kv_heads if n >= kv_heads else kv_heads % n) == 0
-
+    """Why vLLM refuses `tp` GPUs for a model of these heads (`tensor_parallel_runs`), and
+    which GPU counts it runs on; None when it runs."""
     if heads % tp:
         why = f"its {heads} attention heads do not divide by {tp}"
-    elif not splits(tp):
+    elif not _kv_heads_split(kv_heads, tp):
         why = f"its {kv_heads} key/value heads do not split evenly over {tp}"
     else:
         return None
-    fits = [n for n in range(1, 9) if heads % n == 0 and splits(n)]
+    fits = [n for n in range(1, 9) if tensor_parallel_runs(heads, kv_heads, n)]
     return (
         f"vLLM refuses --tensor-parallel-size {tp}: {why}; "
         f"{' or '.join(str(n) for n in fits)} GPUs per replica would run"
