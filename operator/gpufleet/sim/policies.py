@@ -42,17 +42,24 @@ POLICY_NAMES = ("gpufleet", "h100-only", "rtx4090-only", "static-split", "utiliz
 SINGLE_TIER = {"h100-only": H100, "rtx4090-only": RTX4090}
 
 
+def _inapplicable(name: str, spec: InferencePoolSpec) -> str | None:
+    """Why policy `name` cannot run on this pool (None: it can): a single-tier baseline
+    needs a tier of its GPU type."""
+    family = SINGLE_TIER.get(name)
+    if family is None or tiers_of(spec, family):
+        return None
+    return f"the pool has no {'/'.join(a.value for a in family)} tier"
+
+
 def applicable(spec: InferencePoolSpec) -> tuple[list[str], list[str]]:
-    """The policies `--policy all` runs on this pool, and a note for each left out: a
-    single-tier baseline needs a tier of its GPU type in the pool."""
+    """The policies `--policy all` runs on this pool, and a note for each left out."""
     names, notes = [], []
     for name in POLICY_NAMES:
-        family = SINGLE_TIER.get(name)
-        if family is not None and not tiers_of(spec, family):
-            kinds = "/".join(a.value for a in family)
-            notes.append(f"policy {name} left out: the pool has no {kinds} tier")
-            continue
-        names.append(name)
+        why = _inapplicable(name, spec)
+        if why is None:
+            names.append(name)
+        else:
+            notes.append(f"policy {name} left out: {why}")
     return names, notes
 
 
@@ -84,12 +91,10 @@ def make_policies(
                 )
             policies.append(GpufleetPolicy(pool, planner))
         elif name in SINGLE_TIER:
-            family = SINGLE_TIER[name]
-            matching = tiers_of(spec, family)
-            if not matching:
-                kinds = "/".join(a.value for a in family)
-                raise ValueError(f"policy {name}: the pool has no {kinds} tier")
-            home = matching[0]
+            why = _inapplicable(name, spec)
+            if why is not None:
+                raise ValueError(f"policy {name}: {why}")
+            home = tiers_of(spec, SINGLE_TIER[name])[0]
             weights = {
                 c.name: {t.name: 100 if t is home else 0 for t in spec.tiers}
                 for c in spec.traffic_classes
