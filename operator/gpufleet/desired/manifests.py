@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from gpufleet.api.constants import (
@@ -119,6 +119,24 @@ def ttft_buckets(pool: InferencePool) -> list[float] | None:
     # Every tier gets every objective: overflow may send any class to any tier, and one
     # set of bounds for the pool makes one rollout when an objective changes.
     return sli_buckets(c.objective_seconds for c in pool.spec.traffic_classes)
+
+
+def ttft_buckets_in(args: Sequence[str]) -> list[float] | None:
+    """The TTFT bounds a vLLM command line sets with BUCKETS_FLAG (None: vLLM's defaults,
+    or a value that is not the JSON this module writes)."""
+    for i, arg in enumerate(args[:-1]):
+        if arg == BUCKETS_FLAG:
+            try:
+                bounds = json.loads(args[i + 1]).get("time_to_first_token")
+            except (ValueError, AttributeError):
+                return None
+            if not isinstance(bounds, list):
+                return None
+            try:
+                return [float(b) for b in bounds]
+            except (TypeError, ValueError):
+                return None
+    return None
 
 
 def vllm_args(pool: InferencePool, tier: Tier) -> list[str]:

@@ -8,7 +8,6 @@ a mystery in `kubectl describe`.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
@@ -22,14 +21,7 @@ def live_ttft_buckets(deployment: Mapping[str, Any]) -> list[float] | None:
     """The TTFT bounds a live Deployment's vLLM was given (None: vLLM's defaults)."""
     containers = deployment.get("spec", {}).get("template", {}).get("spec", {}).get("containers")
     args: Sequence[str] = (containers or [{}])[0].get("args") or []
-    for i, arg in enumerate(args[:-1]):
-        if arg == manifests.BUCKETS_FLAG:
-            try:
-                bounds = json.loads(args[i + 1]).get("time_to_first_token")
-            except (ValueError, AttributeError):
-                return None
-            return [float(b) for b in bounds] if isinstance(bounds, list) else None
-    return None
+    return manifests.ttft_buckets_in(args)
 
 
 def bucket_events(

@@ -18,7 +18,8 @@ a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
 - Each replica is the simulator's continuous-batching engine (`gpufleet.sim.replica`) with
   the parameters of its tier's `ReplicaModel` (`gpufleet.planning.profiles`): the one model
   the planner plans with and `gpufleet simulate` replays. Time is real time.
-- It serves each replica's metrics under vLLM's names and TTFT buckets at
+- It serves each replica's metrics under vLLM's names and TTFT buckets (vLLM's defaults, or
+  the bounds the pod's `--custom-histogram-buckets` flag sets, as vLLM does) at
   `/pods/<namespace>/<pod>/metrics` and writes a Prometheus file_sd target file with the
   labels the operator's PromQL needs (`gpufleet.dev.twinhttp`).
 - Like a production gateway it counts per route and class at `/gateway/metrics`:
@@ -65,6 +66,7 @@ from gpufleet.dev.twinworld import (
     RouteChange,
     TwinReplica,
     World,
+    pod_metrics,
     read_world,
 )
 from gpufleet.sim.replica import Replica
@@ -340,6 +342,7 @@ class FleetTwin:
                 kv_tokens=view.kv_tokens.get(info.tier, DEFAULT_KV_TOKENS),
                 context_tokens=prompt + output / 2.0,
                 model_name=view.model_name,
+                metrics=pod_metrics(info),
             )
         for uid in [u for u in self._replicas if u not in seen]:
             self._retire(self._replicas[uid], at)  # deleted and gone already

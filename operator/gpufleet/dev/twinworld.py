@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
 from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.desired.manifests import route_weights
-from gpufleet.dev.twinmetrics import PodMetrics
+from gpufleet.desired.manifests import route_weights, ttft_buckets_in
+from gpufleet.dev.twinmetrics import Histogram, PodMetrics
 from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
 from gpufleet.sim.replica import EngineParams, Replica, engine_params
 
@@ -34,6 +36,8 @@ class PodInfo:
     node: str | None
     ready: bool
     terminating: bool
+    # The TTFT bucket bounds its vLLM command line sets (None: vLLM's defaults).
+    ttft_buckets: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +126,7 @@ def read_world(api: Any) -> World:
                 node=p.spec.node_name if p.spec else None,
                 ready=any(c.type == "Ready" and c.status == "True" for c in conditions),
                 terminating=p.metadata.deletion_timestamp is not None,
+                ttft_buckets=pod_ttft_buckets(p),
             )
         )
     pools: dict[tuple[str, str], InferencePool] = {}
@@ -149,6 +154,28 @@ def read_world(api: Any) -> World:
         if key in pools:
             routes[key] = route_weights(route, key[1])
     return World(nodes, pools, tuple(pods), routes)
+
+
+def pod_ttft_buckets(pod: Any) -> tuple[float, ...] | None:
+    """The TTFT buckets a pod's vLLM exports: what its command line asks for, where vLLM
+    would accept it (strictly increasing, positive, finite bounds), else its defaults."""
+    containers = (pod.spec.containers or []) if pod.spec else []
+    args = (containers[0].args or []) if containers else []
+    bounds = ttft_buckets_in([str(a) for a in args])
+    if not bounds:
+        return None
+    if any(not math.isfinite(b) or b <= 0 for b in bounds):
+        return None
+    if any(a >= b for a, b in pairwise(bounds)):
+        return None
+    return tuple(bounds)
+
+
+def pod_metrics(info: PodInfo) -> PodMetrics:
+    """A fresh replica's counters, its TTFT histogram over the buckets its vLLM exports."""
+    if info.ttft_buckets is None:
+        return PodMetrics()
+    return PodMetrics(ttft=Histogram(buckets=info.ttft_buckets))
 
 
 @dataclass

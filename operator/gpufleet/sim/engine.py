@@ -26,6 +26,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
+from gpufleet.desired.manifests import ttft_buckets
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import (
@@ -38,6 +39,7 @@ from gpufleet.sim.fleet import (
     slot_events,
 )
 from gpufleet.sim.metrics import (
+    TTFT_BUCKETS,
     Interval,
     Recorder,
     exact_quantile,
@@ -155,7 +157,9 @@ class _Run:
         self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
         self.order: list[list[int]] = []  # per class: tiers by weight, for the retry
         self.rr = [0] * len(self.fleets)
-        self.quantile = exact_quantile if config.exact_quantiles else histogram_quantile
+        # The TTFT buckets the operator asks the pool's vLLM for: what its pods export.
+        self.ttft_bounds = tuple(ttft_buckets(pool) or TTFT_BUCKETS)
+        self.exact = config.exact_quantiles
         self.busy_mark = [0.0] * len(self.fleets)
 
     # -- routing ---------------------------------------------------------------------------
@@ -235,6 +239,12 @@ class _Run:
             fleet.advance(end)
         return self.recorder.interval(start, end)
 
+    def quantile(self, samples: list[float]) -> float | None:
+        """The P99 the operator reads from the pods' histograms (or the exact one, what-if)."""
+        if self.exact:
+            return exact_quantile(0.99, samples)
+        return histogram_quantile(0.99, samples, self.ttft_bounds)
+
     def seen(self, now: float, interval: Interval | None, loads_end: float) -> Seen:
         tiers = {}
         busy: dict[str, float] = {}
@@ -249,14 +259,16 @@ class _Run:
                 ready_replicas=len(ready),
                 starting_replicas=fleet.starting(now),
                 unschedulable_replicas=fleet.pending,
-                ttft_p99_seconds=self.quantile(0.99, metrics.ttft_samples) if metrics else None,
+                ttft_p99_seconds=self.quantile(metrics.ttft_samples) if metrics else None,
                 prompt_tokens_per_second=rate(metrics.prompt_tokens) if rate and metrics else None,
                 generation_tokens_per_second=rate(metrics.generation_tokens)
                 if rate and metrics
                 else None,
                 requests_per_second=rate(metrics.completed) if rate and metrics else None,
                 requests_waiting=float(sum(r.engine.waiting for r in ready)) if running else None,
-                ttft_fraction_above=fraction_above(metrics.ttft_samples) if metrics else {},
+                ttft_fraction_above=fraction_above(metrics.ttft_samples, self.ttft_bounds)
+                if metrics
+                else {},
                 prompt_share_at_most=share_at_most(metrics.completed_prompts) if metrics else {},
                 pod_starts=tuple(
                     PodStart(
@@ -273,7 +285,7 @@ class _Run:
             self.busy_mark[fleet.index] = total
         loads = class_loads(self.trace, loads_end - self.interval, loads_end)
         class_p99 = {
-            name: self.quantile(0.99, interval.class_ttft_samples[ci]) if interval else None
+            name: self.quantile(interval.class_ttft_samples[ci]) if interval else None
             for ci, name in enumerate(self.trace.classes)
         }
         observation = Observation(

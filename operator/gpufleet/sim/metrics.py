@@ -5,7 +5,10 @@ the stream of first-token and completion events. At each decision time the engin
 the interval that just ended: only events before that time count, so the planner sees
 the past and nothing else. Latency quantiles are computed the way the operator reads them:
 `histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
-linear interpolation inside a bucket, not the exact sample quantile. The share of requests
+linear interpolation inside a bucket, not the exact sample quantile. The buckets are the
+ones the operator asks the pool's vLLM for (`gpufleet.desired.manifests.ttft_buckets`:
+vLLM's defaults plus a bound at each class objective, on images that take the flag), or
+vLLM's defaults where it asks for none (`TTFT_BUCKETS`). The share of requests
 slower than each bucket bound (`fraction_above`) is what the operator's adapter reads from
 the same buckets: exact at the bounds, in either metrics mode. The share of requests
 whose prompt was at most each bound of vLLM's `vllm:request_prompt_tokens` buckets
@@ -24,7 +27,7 @@ from numpy.typing import NDArray
 
 from gpufleet.sim.traces import Trace
 
-# vllm:time_to_first_token_seconds buckets (vLLM 0.8).
+# vllm:time_to_first_token_seconds default buckets (the same in vLLM 0.8 and 0.33).
 TTFT_BUCKETS: tuple[float, ...] = (
     0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0,
     2.5, 5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0,
@@ -54,34 +57,39 @@ def request_tokens_buckets(max_model_len: int) -> tuple[float, ...]:
 PROMPT_TOKEN_BUCKETS: tuple[float, ...] = request_tokens_buckets(MAX_MODEL_LEN)
 
 
-def histogram_quantile(q: float, samples: Sequence[float]) -> float | None:
-    """Prometheus's histogram_quantile over TTFT_BUCKETS of `samples`; None without samples."""
+def histogram_quantile(
+    q: float, samples: Sequence[float], bounds: Sequence[float] = TTFT_BUCKETS
+) -> float | None:
+    """Prometheus's histogram_quantile over buckets `bounds` of `samples`; None without
+    samples."""
     if not samples:
         return None
-    counts = [0] * (len(TTFT_BUCKETS) + 1)
+    counts = [0] * (len(bounds) + 1)
     for value in samples:
-        counts[bisect.bisect_left(TTFT_BUCKETS, value)] += 1
+        counts[bisect.bisect_left(bounds, value)] += 1
     rank = q * len(samples)
     cumulative = 0
     for i, count in enumerate(counts):
         if cumulative + count >= rank and count > 0:
-            if i == len(TTFT_BUCKETS):  # the +Inf bucket: Prometheus answers its lower bound
-                return TTFT_BUCKETS[-1]
-            lower = 0.0 if i == 0 else TTFT_BUCKETS[i - 1]
-            upper = TTFT_BUCKETS[i]
+            if i == len(bounds):  # the +Inf bucket: Prometheus answers its lower bound
+                return float(bounds[-1])
+            lower = 0.0 if i == 0 else bounds[i - 1]
+            upper = bounds[i]
             return lower + (upper - lower) * (rank - cumulative) / count
         cumulative += count
-    return TTFT_BUCKETS[-1]
+    return float(bounds[-1])
 
 
-def fraction_above(samples: Sequence[float]) -> dict[float, float]:
+def fraction_above(
+    samples: Sequence[float], bounds: Sequence[float] = TTFT_BUCKETS
+) -> dict[float, float]:
     """Bucket bound -> share of `samples` above it (1 - bucket / +Inf bucket); {} if none."""
     if not samples:
         return {}
     values = np.sort(np.asarray(samples, dtype=np.float64))
-    within = np.searchsorted(values, TTFT_BUCKETS, side="right")  # samples <= le
+    within = np.searchsorted(values, bounds, side="right")  # samples <= le
     n = len(values)
-    return {le: float(1.0 - k / n) for le, k in zip(TTFT_BUCKETS, within.tolist(), strict=True)}
+    return {float(le): float(1.0 - k / n) for le, k in zip(bounds, within.tolist(), strict=True)}
 
 
 def share_at_most(

@@ -3,12 +3,19 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from typing import Any
 
 import pytest
+from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpufleet.api.parse import parse_pool
+from gpufleet.desired.manifests import BUCKETS_FLAG, ttft_buckets, vllm_args
 from gpufleet.dev.twinmetrics import PodMetrics, render_pod
+from gpufleet.dev.twinworld import PodInfo, pod_metrics, pod_ttft_buckets
 from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
+from tests.pools import load_example
 
 pytestmark = pytest.mark.timeout(2)
 
@@ -37,3 +44,47 @@ def test_a_pod_exports_the_prompt_length_histogram_at_vllm_s_buckets() -> None:
     ttft = families["vllm:time_to_first_token_seconds"]
     ttft_bounds = [float(s.labels["le"]) for s in ttft.samples if s.name.endswith("_bucket")]
     assert ttft_bounds == [*TTFT_BUCKETS, math.inf]
+
+
+def _pod(args: list[str]) -> Any:
+    container = client.V1Container(name="vllm", image="vllm/vllm-openai:v0.33.0", args=args)
+    return client.V1Pod(spec=client.V1PodSpec(containers=[container]))
+
+
+def _ttft_bounds(metrics: PodMetrics) -> list[float]:
+    families = {
+        f.name: f
+        for f in text_string_to_metric_families(render_pod(metrics, "llama3-8b", 0, 0, 0.0))
+    }
+    ttft = families["vllm:time_to_first_token_seconds"]
+    return [float(s.labels["le"]) for s in ttft.samples if s.name.endswith("_bucket")]
+
+
+def test_a_pod_exports_the_ttft_buckets_its_command_line_asks_for() -> None:
+    # The operator's own flags for the example pool: vLLM's defaults plus the batch class's
+    # 2 s objective (the realtime class's 100 ms is a default bound already).
+    pool = parse_pool(load_example())
+    args = vllm_args(pool, pool.spec.tiers[1])
+    info = replace(_info(), ttft_buckets=pod_ttft_buckets(_pod(args)))
+    assert info.ttft_buckets == tuple(ttft_buckets(pool) or ())
+    assert _ttft_bounds(pod_metrics(info)) == sorted({*TTFT_BUCKETS, 2.0, math.inf})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "not json",
+        '{"request_latency": [1, 2]}',  # another family: TTFT keeps its defaults
+        '{"time_to_first_token": [0.5, 0.1]}',  # vLLM refuses bounds that fall
+        '{"time_to_first_token": [0, 1]}',
+        '{"time_to_first_token": ["a"]}',
+    ],
+)
+def test_a_pod_without_usable_ttft_buckets_exports_vllm_s_defaults(value: str) -> None:
+    info = replace(_info(), ttft_buckets=pod_ttft_buckets(_pod([BUCKETS_FLAG, value])))
+    assert info.ttft_buckets is None
+    assert _ttft_bounds(pod_metrics(info)) == [*TTFT_BUCKETS, math.inf]
+
+
+def _info() -> PodInfo:
+    return PodInfo("uid", "default", "pod", "llama3-8b", "rtx4090", "node-1", True, False)

@@ -248,3 +248,26 @@ def test_a_policy_sees_its_ready_pods_start_times_and_the_prompt_shares() -> Non
     assert shares[2000.0] == shares[100.0]
     assert shares[5000.0] == 1.0
     assert at[30].tiers["h100"].prompt_share_at_most == {}  # nothing completed there
+
+
+def test_a_policy_reads_first_tokens_at_the_buckets_the_pool_s_vllm_exports() -> None:
+    # The operator asks vLLM 0.33 for a TTFT bound at each class objective (batch: 2 s), so
+    # its pods export one there; an image older than the flag keeps vLLM's defaults, where
+    # 2 s lies inside the (1, 2.5] bucket. The simulator shows a policy the same series.
+    t = trace(np.linspace(0.5, 59.5, 120), prompt=100, output=10, classes=[1] * 120)
+    weights = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    bounds = {}
+    for image in ("vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.8.5"):
+        body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
+        body["spec"]["model"]["image"] = image
+        policy = Recording(BOTH, weights)
+        simulate(
+            InferencePool.model_validate(body),
+            t,
+            policy,
+            SimConfig(preemption=Preemption(mean_up_seconds=0)),
+        )
+        bounds[image] = set(policy.seen[0].observation.tiers["rtx4090"].ttft_fraction_above)
+    assert 2.0 in bounds["vllm/vllm-openai:v0.33.0"]
+    assert 2.0 not in bounds["vllm/vllm-openai:v0.8.5"]
+    assert bounds["vllm/vllm-openai:v0.33.0"] - bounds["vllm/vllm-openai:v0.8.5"] == {2.0}
