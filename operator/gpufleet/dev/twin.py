@@ -18,8 +18,8 @@ a pod IP. The twin stands in for the fleet and its gateway, on 127.0.0.1 only:
 - Each replica is the simulator's continuous-batching engine (`gpufleet.sim.replica`) with
   the parameters of its tier's `ReplicaModel` (`gpufleet.planning.profiles`): the one model
   the planner plans with and `gpufleet simulate` replays. Time is real time.
-- It serves each replica's metrics under vLLM's names and TTFT buckets (vLLM's defaults, or
-  the bounds the pod's `--custom-histogram-buckets` flag sets, as vLLM does) at
+- It serves each replica's metrics under vLLM's names and buckets, as the pod's command line
+  sets them (`--custom-histogram-buckets` for TTFT, `--max-model-len` for prompt lengths) at
   `/pods/<namespace>/<pod>/metrics` and writes a Prometheus file_sd target file with the
   labels the operator's PromQL needs (`gpufleet.dev.twinhttp`).
 - Like a production gateway it counts per route and class at `/gateway/metrics`:

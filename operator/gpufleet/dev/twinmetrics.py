@@ -4,8 +4,9 @@ Written in the Prometheus text format by hand (no client library registry per po
 replica's series are exactly vLLM's, with its `model_name` label, and the histograms have
 vLLM's buckets: TTFT (`gpufleet.sim.metrics.TTFT_BUCKETS`, or the ones the pod's command
 line sets with `--custom-histogram-buckets`, as vLLM 0.33 does; the simulator reads the same
-ones) and prompt tokens per finished request (`vllm:request_prompt_tokens`,
-`gpufleet.sim.metrics.PROMPT_TOKEN_BUCKETS`, the simulator's prompt shares).
+ones) and prompt tokens per finished request (`vllm:request_prompt_tokens`, vLLM's 1-2-5
+series up to the context the pod's `--max-model-len` sets, `PROMPT_TOKEN_BUCKETS` without
+one; the simulator's prompt shares). `gpufleet.dev.twinworld.pod_metrics` picks them.
 """
 
 from __future__ import annotations

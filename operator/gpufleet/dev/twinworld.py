@@ -12,9 +12,10 @@ from typing import Any
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
 from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.desired.manifests import route_weights, ttft_buckets_in
+from gpufleet.desired.manifests import max_model_len_in, route_weights, ttft_buckets_in
 from gpufleet.dev.twinmetrics import Histogram, PodMetrics
 from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
+from gpufleet.sim.metrics import MAX_MODEL_LEN, TTFT_BUCKETS, request_tokens_buckets
 from gpufleet.sim.replica import EngineParams, Replica, engine_params
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,8 @@ class PodInfo:
     terminating: bool
     # The TTFT bucket bounds its vLLM command line sets (None: vLLM's defaults).
     ttft_buckets: tuple[float, ...] | None = None
+    # The context its command line sets with --max-model-len (None: unset).
+    max_model_len: int | None = None
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,7 @@ def read_world(api: Any) -> World:
                 ready=any(c.type == "Ready" and c.status == "True" for c in conditions),
                 terminating=p.metadata.deletion_timestamp is not None,
                 ttft_buckets=pod_ttft_buckets(p),
+                max_model_len=max_model_len_in(_args(p)),
             )
         )
     pools: dict[tuple[str, str], InferencePool] = {}
@@ -156,12 +160,16 @@ def read_world(api: Any) -> World:
     return World(nodes, pools, tuple(pods), routes)
 
 
+def _args(pod: Any) -> list[str]:
+    """The command line of a pod's vLLM container (its first)."""
+    containers = (pod.spec.containers or []) if pod.spec else []
+    return [str(a) for a in (containers[0].args or [])] if containers else []
+
+
 def pod_ttft_buckets(pod: Any) -> tuple[float, ...] | None:
     """The TTFT buckets a pod's vLLM exports: what its command line asks for, where vLLM
     would accept it (strictly increasing, positive, finite bounds), else its defaults."""
-    containers = (pod.spec.containers or []) if pod.spec else []
-    args = (containers[0].args or []) if containers else []
-    bounds = ttft_buckets_in([str(a) for a in args])
+    bounds = ttft_buckets_in(_args(pod))
     if not bounds:
         return None
     if any(not math.isfinite(b) or b <= 0 for b in bounds):
@@ -172,10 +180,15 @@ def pod_ttft_buckets(pod: Any) -> tuple[float, ...] | None:
 
 
 def pod_metrics(info: PodInfo) -> PodMetrics:
-    """A fresh replica's counters, its TTFT histogram over the buckets its vLLM exports."""
-    if info.ttft_buckets is None:
-        return PodMetrics()
-    return PodMetrics(ttft=Histogram(buckets=info.ttft_buckets))
+    """A fresh replica's counters over the buckets its vLLM exports: TTFT's, and prompt
+    lengths in vLLM's 1-2-5 series up to its context (MAX_MODEL_LEN where its flags set
+    none)."""
+    return PodMetrics(
+        ttft=Histogram(buckets=info.ttft_buckets or TTFT_BUCKETS),
+        request_prompt_tokens=Histogram(
+            buckets=request_tokens_buckets(info.max_model_len or MAX_MODEL_LEN)
+        ),
+    )
 
 
 @dataclass

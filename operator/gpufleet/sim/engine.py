@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
-from gpufleet.desired.manifests import ttft_buckets
+from gpufleet.desired.manifests import max_model_len_in, ttft_buckets
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import (
@@ -39,12 +39,14 @@ from gpufleet.sim.fleet import (
     slot_events,
 )
 from gpufleet.sim.metrics import (
+    MAX_MODEL_LEN,
     TTFT_BUCKETS,
     Interval,
     Recorder,
     exact_quantile,
     fraction_above,
     histogram_quantile,
+    request_tokens_buckets,
     share_at_most,
 )
 from gpufleet.sim.policy import Decision, Policy, Seen, class_loads, demand_of
@@ -159,6 +161,9 @@ class _Run:
         self.rr = [0] * len(self.fleets)
         # The TTFT buckets the operator asks the pool's vLLM for: what its pods export.
         self.ttft_bounds = tuple(ttft_buckets(pool) or TTFT_BUCKETS)
+        # Prompt lengths over vLLM's 1-2-5 series up to the context the pool's flags set.
+        context = max_model_len_in(spec.model.extra_args) or MAX_MODEL_LEN
+        self.prompt_bounds = request_tokens_buckets(context)
         self.exact = config.exact_quantiles
         self.busy_mark = [0.0] * len(self.fleets)
 
@@ -269,7 +274,9 @@ class _Run:
                 ttft_fraction_above=fraction_above(metrics.ttft_samples, self.ttft_bounds)
                 if metrics
                 else {},
-                prompt_share_at_most=share_at_most(metrics.completed_prompts) if metrics else {},
+                prompt_share_at_most=share_at_most(metrics.completed_prompts, self.prompt_bounds)
+                if metrics
+                else {},
                 pod_starts=tuple(
                     PodStart(
                         created=self.trace.start + timedelta(seconds=r.created),

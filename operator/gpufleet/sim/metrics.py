@@ -36,8 +36,9 @@ TTFT_BUCKETS: tuple[float, ...] = (
 
 # vllm:request_prompt_tokens buckets (vLLM 0.33.0, vllm/v1/metrics/buckets.py):
 # build_1_2_5_buckets(max_model_len), 1, 2, 5, 10, 20, 50, ... up to the model's context.
-# MAX_MODEL_LEN is the examples' `--max-model-len=8192` (Llama-3-8B's context); the fleet
-# twin exports the same buckets.
+# The context is the pool's `--max-model-len` (`manifests.max_model_len_in`); MAX_MODEL_LEN
+# (Llama-3-8B's 8192, the first example's) where its flags set none. The fleet twin exports
+# the same buckets, from each pod's command line.
 MAX_MODEL_LEN = 8192
 
 

@@ -11,13 +11,15 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.api.parse import parse_pool
-from gpufleet.desired.manifests import BUCKETS_FLAG, ttft_buckets, vllm_args
+from gpufleet.desired.manifests import BUCKETS_FLAG, max_model_len_in, ttft_buckets, vllm_args
 from gpufleet.dev.twinmetrics import PodMetrics, render_pod
 from gpufleet.dev.twinworld import PodInfo, pod_metrics, pod_ttft_buckets
 from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
-from tests.pools import load_example
+from tests.pools import ROOT, load_example
 
 pytestmark = pytest.mark.timeout(2)
+
+EXAMPLES_DIR = ROOT / "examples"
 
 
 def test_a_pod_exports_the_prompt_length_histogram_at_vllm_s_buckets() -> None:
@@ -88,3 +90,45 @@ def test_a_pod_without_usable_ttft_buckets_exports_vllm_s_defaults(value: str) -
 
 def _info() -> PodInfo:
     return PodInfo("uid", "default", "pod", "llama3-8b", "rtx4090", "node-1", True, False)
+
+
+def test_a_pod_exports_prompt_lengths_up_to_the_context_its_command_line_sets() -> None:
+    # --max-model-len=4096 (the qwen14b example): vLLM's 1-2-5 series stops at 2000.
+    body = load_example(EXAMPLES_DIR / "qwen14b-4x4090.yaml")
+    pool = parse_pool(body)
+    pod = _pod(vllm_args(pool, pool.spec.tiers[1]))
+    info = replace(_info(), max_model_len=max_model_len_in(pod.spec.containers[0].args))
+    assert info.max_model_len == 4096
+    metrics = pod_metrics(info)
+    metrics.request_prompt_tokens.observe(3000)
+    families = {
+        f.name: f for f in text_string_to_metric_families(render_pod(metrics, "qwen14b", 0, 0, 0.0))
+    }
+    prompts = families["vllm:request_prompt_tokens"]
+    buckets = {
+        float(s.labels["le"]): s.value for s in prompts.samples if s.name.endswith("_bucket")
+    }
+    assert max(b for b in buckets if math.isfinite(b)) == 2000.0
+    assert (buckets[2000.0], buckets[math.inf]) == (0, 1)
+    # Without the flag: the series up to MAX_MODEL_LEN, as before.
+    assert pod_metrics(_info()).request_prompt_tokens.buckets == PROMPT_TOKEN_BUCKETS
+
+
+@pytest.mark.parametrize(
+    ("args", "tokens"),
+    [
+        (["--max-model-len=4096"], 4096),
+        (["--max-model-len", "8k"], 8000),  # vLLM's human-readable integers
+        (["--max_model_len=4K"], 4096),
+        (["--max-model-len=25.6k"], 25600),
+        (["--max-model-len=4096", "--max-model-len=2048"], 2048),  # the last one wins
+        (["--max-model-len=auto"], None),  # the model's own context: unknown here
+        (["--max-model-len=-1"], None),
+        (["--max-model-len=1.5K"], None),  # vLLM refuses decimals with binary suffixes
+        (["--max-model-len=4.5"], None),
+        (["--max-model-len"], None),
+        ([], None),
+    ],
+)
+def test_the_context_a_command_line_sets(args: list[str], tokens: int | None) -> None:
+    assert max_model_len_in(args) == tokens

@@ -271,3 +271,24 @@ def test_a_policy_reads_first_tokens_at_the_buckets_the_pool_s_vllm_exports() ->
     assert 2.0 in bounds["vllm/vllm-openai:v0.33.0"]
     assert 2.0 not in bounds["vllm/vllm-openai:v0.8.5"]
     assert bounds["vllm/vllm-openai:v0.33.0"] - bounds["vllm/vllm-openai:v0.8.5"] == {2.0}
+
+
+def test_a_policy_reads_prompt_lengths_up_to_the_context_the_pool_s_flags_set() -> None:
+    # vLLM counts prompt lengths in a 1-2-5 series up to its max_model_len: with
+    # --max-model-len=4096 the last bound is 2000, and a 3000-token prompt is above it.
+    t = trace(np.linspace(0.5, 59.5, 120), prompt=3000, output=10, classes=[1] * 120)
+    weights = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    shares = {}
+    for flags in (["--max-model-len=4096"], []):
+        body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
+        body["spec"]["model"]["extraArgs"] = flags
+        policy = Recording(BOTH, weights)
+        simulate(
+            InferencePool.model_validate(body),
+            t,
+            policy,
+            SimConfig(preemption=Preemption(mean_up_seconds=0)),
+        )
+        shares[len(flags)] = policy.seen[0].observation.tiers["rtx4090"].prompt_share_at_most
+    assert max(shares[1]) == 2000.0 and shares[1][2000.0] == 0.0  # all in the +Inf bucket
+    assert max(shares[0]) == 5000.0 and shares[0][5000.0] == 1.0  # up to the 8192 default
