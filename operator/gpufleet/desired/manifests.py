@@ -11,6 +11,7 @@ import json
 import math
 import re
 from collections.abc import Mapping, Sequence
+from itertools import pairwise
 from typing import Any
 
 from gpufleet.api.constants import (
@@ -99,6 +100,7 @@ def _metadata(pool: InferencePool, name: str, tier: Tier | None) -> dict[str, An
 # flag stops vLLM at start.
 BUCKETS_FLAG = "--custom-histogram-buckets"
 BUCKETS_SINCE = (0, 33)
+_BUCKETS = re.compile(r"^--custom[-_]histogram[-_]buckets(?:=(.*))?$")
 _VLLM_TAG = re.compile(r"vllm[^:/@]*:v?(\d+)\.(\d+)(?:\.\d+)?(?:[-.+][^@]*)?(?:@.*)?$")
 
 
@@ -122,21 +124,33 @@ def ttft_buckets(pool: InferencePool) -> list[float] | None:
 
 
 def ttft_buckets_in(args: Sequence[str]) -> list[float] | None:
-    """The TTFT bounds a vLLM command line sets with BUCKETS_FLAG (None: vLLM's defaults,
-    or a value that is not the JSON this module writes)."""
-    for i, arg in enumerate(args[:-1]):
-        if arg == BUCKETS_FLAG:
-            try:
-                bounds = json.loads(args[i + 1]).get("time_to_first_token")
-            except (ValueError, AttributeError):
-                return None
-            if not isinstance(bounds, list):
-                return None
-            try:
-                return [float(b) for b in bounds]
-            except (TypeError, ValueError):
-                return None
-    return None
+    """The TTFT bounds a vLLM command line sets with BUCKETS_FLAG, as `--flag VALUE` or
+    `--flag=VALUE` (None: vLLM's defaults, or a value vLLM would refuse)."""
+    value: str | None = None
+    for i, arg in enumerate(args):
+        match = _BUCKETS.match(arg)
+        if match:
+            value = (
+                match[1] if match[1] is not None else (args[i + 1] if i + 1 < len(args) else None)
+            )
+    if value is None:
+        return None
+    try:
+        bounds = json.loads(value).get("time_to_first_token")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(bounds, list) or not bounds:
+        return None
+    try:
+        floats = [float(b) for b in bounds]
+    except (TypeError, ValueError):
+        return None
+    # vLLM refuses bounds that are not strictly increasing, positive and finite.
+    if any(not math.isfinite(b) or b <= 0 for b in floats):
+        return None
+    if any(a >= b for a, b in pairwise(floats)):
+        return None
+    return floats
 
 
 _MAX_MODEL_LEN = re.compile(r"^--max[-_]model[-_]len(?:=(.*))?$")

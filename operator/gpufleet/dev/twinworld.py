@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import pairwise
 from typing import Any
 
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
@@ -168,15 +166,9 @@ def _args(pod: Any) -> list[str]:
 
 def pod_ttft_buckets(pod: Any) -> tuple[float, ...] | None:
     """The TTFT buckets a pod's vLLM exports: what its command line asks for, where vLLM
-    would accept it (strictly increasing, positive, finite bounds), else its defaults."""
+    would accept it, else its defaults (None)."""
     bounds = ttft_buckets_in(_args(pod))
-    if not bounds:
-        return None
-    if any(not math.isfinite(b) or b <= 0 for b in bounds):
-        return None
-    if any(a >= b for a, b in pairwise(bounds)):
-        return None
-    return tuple(bounds)
+    return tuple(bounds) if bounds else None
 
 
 def pod_metrics(info: PodInfo) -> PodMetrics:

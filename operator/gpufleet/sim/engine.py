@@ -26,7 +26,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
-from gpufleet.desired.manifests import max_model_len_in, ttft_buckets
+from gpufleet.desired.manifests import max_model_len_in, ttft_buckets_in, vllm_args
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import (
@@ -159,11 +159,13 @@ class _Run:
         self.weights: list[tuple[list[int], list[int]]] = []  # per class: tiers, cumulative
         self.order: list[list[int]] = []  # per class: tiers by weight, for the retry
         self.rr = [0] * len(self.fleets)
-        # The TTFT buckets the operator asks the pool's vLLM for: what its pods export.
-        self.ttft_bounds = tuple(ttft_buckets(pool) or TTFT_BUCKETS)
-        # Prompt lengths over vLLM's 1-2-5 series up to the context the pool's flags set.
-        context = max_model_len_in(spec.model.extra_args) or MAX_MODEL_LEN
-        self.prompt_bounds = request_tokens_buckets(context)
+        # The buckets its pods export, read from the command line the operator writes for
+        # them (the same flags on every tier): TTFT's (a bound at each class objective, or
+        # the pool's own, or vLLM's defaults), and prompt lengths in vLLM's 1-2-5 series up
+        # to the context it sets.
+        args = vllm_args(pool, spec.tiers[0])
+        self.ttft_bounds = tuple(ttft_buckets_in(args) or TTFT_BUCKETS)
+        self.prompt_bounds = request_tokens_buckets(max_model_len_in(args) or MAX_MODEL_LEN)
         self.exact = config.exact_quantiles
         self.busy_mark = [0.0] * len(self.fleets)
 

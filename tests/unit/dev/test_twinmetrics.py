@@ -11,7 +11,13 @@ from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
 from gpufleet.api.parse import parse_pool
-from gpufleet.desired.manifests import BUCKETS_FLAG, max_model_len_in, ttft_buckets, vllm_args
+from gpufleet.desired.manifests import (
+    BUCKETS_FLAG,
+    max_model_len_in,
+    ttft_buckets,
+    ttft_buckets_in,
+    vllm_args,
+)
 from gpufleet.dev.twinmetrics import PodMetrics, render_pod
 from gpufleet.dev.twinworld import PodInfo, pod_metrics, pod_ttft_buckets
 from gpufleet.sim.metrics import PROMPT_TOKEN_BUCKETS, TTFT_BUCKETS
@@ -80,6 +86,7 @@ def test_a_pod_exports_the_ttft_buckets_its_command_line_asks_for() -> None:
         '{"time_to_first_token": [0.5, 0.1]}',  # vLLM refuses bounds that fall
         '{"time_to_first_token": [0, 1]}',
         '{"time_to_first_token": ["a"]}',
+        '{"time_to_first_token": []}',
     ],
 )
 def test_a_pod_without_usable_ttft_buckets_exports_vllm_s_defaults(value: str) -> None:
@@ -132,3 +139,21 @@ def test_a_pod_exports_prompt_lengths_up_to_the_context_its_command_line_sets() 
 )
 def test_the_context_a_command_line_sets(args: list[str], tokens: int | None) -> None:
     assert max_model_len_in(args) == tokens
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [BUCKETS_FLAG, '{"time_to_first_token": [0.5, 3]}'],
+        [f'{BUCKETS_FLAG}={{"time_to_first_token": [0.5, 3]}}'],
+        ['--custom_histogram_buckets={"time_to_first_token": [0.5, 3]}'],
+        [
+            BUCKETS_FLAG,
+            '{"time_to_first_token": [9]}',
+            BUCKETS_FLAG,
+            '{"time_to_first_token": [0.5, 3]}',
+        ],
+    ],
+)
+def test_a_command_line_sets_ttft_buckets_in_any_form_vllm_takes(args: list[str]) -> None:
+    assert ttft_buckets_in(args) == [0.5, 3.0]

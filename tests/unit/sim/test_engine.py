@@ -292,3 +292,25 @@ def test_a_policy_reads_prompt_lengths_up_to_the_context_the_pool_s_flags_set() 
         shares[len(flags)] = policy.seen[0].observation.tiers["rtx4090"].prompt_share_at_most
     assert max(shares[1]) == 2000.0 and shares[1][2000.0] == 0.0  # all in the +Inf bucket
     assert max(shares[0]) == 5000.0 and shares[0][5000.0] == 1.0  # up to the 8192 default
+
+
+def test_a_pool_s_own_ttft_buckets_are_the_ones_its_policy_reads() -> None:
+    # A pool may set vLLM's buckets itself (its extraArgs win over the operator's): its
+    # pods export those, so the simulator shows a policy those.
+    t = trace(np.linspace(0.5, 59.5, 120), prompt=100, output=10, classes=[1] * 120)
+    body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
+    body["spec"]["model"]["extraArgs"] = [
+        '--custom-histogram-buckets={"time_to_first_token": [0.5, 3.0, 30.0]}'
+    ]
+    policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    simulate(
+        InferencePool.model_validate(body),
+        t,
+        policy,
+        SimConfig(preemption=Preemption(mean_up_seconds=0)),
+    )
+    assert set(policy.seen[0].observation.tiers["rtx4090"].ttft_fraction_above) == {
+        0.5,
+        3.0,
+        30.0,
+    }
