@@ -123,16 +123,23 @@ def ttft_buckets(pool: InferencePool) -> list[float] | None:
     return sli_buckets(c.objective_seconds for c in pool.spec.traffic_classes)
 
 
-def ttft_buckets_in(args: Sequence[str]) -> list[float] | None:
-    """The TTFT bounds a vLLM command line sets with BUCKETS_FLAG, as `--flag VALUE` or
-    `--flag=VALUE` (None: vLLM's defaults, or a value vLLM would refuse)."""
+def _flag_value(args: Sequence[str], flag: re.Pattern[str]) -> str | None:
+    """The value a command line gives a flag (`flag` matches `--name` with an optional
+    `=VALUE` group), as `--name VALUE` or `--name=VALUE`; the last one wins, as in argparse."""
     value: str | None = None
     for i, arg in enumerate(args):
-        match = _BUCKETS.match(arg)
+        match = flag.match(arg)
         if match:
             value = (
                 match[1] if match[1] is not None else (args[i + 1] if i + 1 < len(args) else None)
             )
+    return value
+
+
+def ttft_buckets_in(args: Sequence[str]) -> list[float] | None:
+    """The TTFT bounds a vLLM command line sets with BUCKETS_FLAG, as `--flag VALUE` or
+    `--flag=VALUE` (None: vLLM's defaults, or a value vLLM would refuse)."""
+    value = _flag_value(args, _BUCKETS)
     if value is None:
         return None
     try:
@@ -161,13 +168,7 @@ def max_model_len_in(args: Sequence[str]) -> int | None:
     """The context a vLLM command line sets with --max-model-len (None: unset, "auto" or -1,
     or a value vLLM would refuse). vLLM 0.33 reads it as a human-readable integer: 4096,
     4k (4,000) or 4K (4,096)."""
-    found: str | None = None
-    for i, arg in enumerate(args):
-        match = _MAX_MODEL_LEN.match(arg)
-        if match:
-            found = (
-                match[1] if match[1] is not None else (args[i + 1] if i + 1 < len(args) else None)
-            )
+    found = _flag_value(args, _MAX_MODEL_LEN)
     if found is None:
         return None
     number = _HUMAN_INT.fullmatch(found.strip())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +12,7 @@ from numpy.typing import NDArray
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.planner import plan
+from gpufleet.planning.records import TierObservation
 from gpufleet.sim.engine import SimConfig, models_of, simulate
 from gpufleet.sim.fleet import Preemption
 from gpufleet.sim.gpufleet_policy import GpufleetPolicy
@@ -255,19 +257,10 @@ def test_a_policy_reads_first_tokens_at_the_buckets_the_pool_s_vllm_exports() ->
     # its pods export one there; an image older than the flag keeps vLLM's defaults, where
     # 2 s lies inside the (1, 2.5] bucket. The simulator shows a policy the same series.
     t = trace(np.linspace(0.5, 59.5, 120), prompt=100, output=10, classes=[1] * 120)
-    weights = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
-    bounds = {}
-    for image in ("vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.8.5"):
-        body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
-        body["spec"]["model"]["image"] = image
-        policy = Recording(BOTH, weights)
-        simulate(
-            InferencePool.model_validate(body),
-            t,
-            policy,
-            SimConfig(preemption=Preemption(mean_up_seconds=0)),
-        )
-        bounds[image] = set(policy.seen[0].observation.tiers["rtx4090"].ttft_fraction_above)
+    bounds = {
+        image: set(_first_batch_view(t, image=image).ttft_fraction_above)
+        for image in ("vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.8.5")
+    }
     assert 2.0 in bounds["vllm/vllm-openai:v0.33.0"]
     assert 2.0 not in bounds["vllm/vllm-openai:v0.8.5"]
     assert bounds["vllm/vllm-openai:v0.33.0"] - bounds["vllm/vllm-openai:v0.8.5"] == {2.0}
@@ -277,19 +270,10 @@ def test_a_policy_reads_prompt_lengths_up_to_the_context_the_pool_s_flags_set() 
     # vLLM counts prompt lengths in a 1-2-5 series up to its max_model_len: with
     # --max-model-len=4096 the last bound is 2000, and a 3000-token prompt is above it.
     t = trace(np.linspace(0.5, 59.5, 120), prompt=3000, output=10, classes=[1] * 120)
-    weights = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
-    shares = {}
-    for flags in (["--max-model-len=4096"], []):
-        body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
-        body["spec"]["model"]["extraArgs"] = flags
-        policy = Recording(BOTH, weights)
-        simulate(
-            InferencePool.model_validate(body),
-            t,
-            policy,
-            SimConfig(preemption=Preemption(mean_up_seconds=0)),
-        )
-        shares[len(flags)] = policy.seen[0].observation.tiers["rtx4090"].prompt_share_at_most
+    shares = {
+        len(flags): _first_batch_view(t, extraArgs=flags).prompt_share_at_most
+        for flags in (["--max-model-len=4096"], [])
+    }
     assert max(shares[1]) == 2000.0 and shares[1][2000.0] == 0.0  # all in the +Inf bucket
     assert max(shares[0]) == 5000.0 and shares[0][5000.0] == 1.0  # up to the 8192 default
 
@@ -298,10 +282,19 @@ def test_a_pool_s_own_ttft_buckets_are_the_ones_its_policy_reads() -> None:
     # A pool may set vLLM's buckets itself (its extraArgs win over the operator's): its
     # pods export those, so the simulator shows a policy those.
     t = trace(np.linspace(0.5, 59.5, 120), prompt=100, output=10, classes=[1] * 120)
+    flags = ['--custom-histogram-buckets={"time_to_first_token": [0.5, 3.0, 30.0]}']
+    assert set(_first_batch_view(t, extraArgs=flags).ttft_fraction_above) == {
+        0.5,
+        3.0,
+        30.0,
+    }
+
+
+def _first_batch_view(t: Trace, **model: Any) -> TierObservation:
+    """What a policy sees of the batch class's tier (rtx4090) at the first decision, on the
+    example pool with these `spec.model` fields set."""
     body = mixed_pool().model_dump(mode="json", by_alias=True, exclude_none=True)
-    body["spec"]["model"]["extraArgs"] = [
-        '--custom-histogram-buckets={"time_to_first_token": [0.5, 3.0, 30.0]}'
-    ]
+    body["spec"]["model"].update(model)
     policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
     simulate(
         InferencePool.model_validate(body),
@@ -309,8 +302,5 @@ def test_a_pool_s_own_ttft_buckets_are_the_ones_its_policy_reads() -> None:
         policy,
         SimConfig(preemption=Preemption(mean_up_seconds=0)),
     )
-    assert set(policy.seen[0].observation.tiers["rtx4090"].ttft_fraction_above) == {
-        0.5,
-        3.0,
-        30.0,
-    }
+    view: TierObservation = policy.seen[0].observation.tiers["rtx4090"]
+    return view
