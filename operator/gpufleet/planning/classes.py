@@ -18,8 +18,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from gpufleet.api.types import TrafficClass
+from gpufleet.planning import waits
 from gpufleet.planning.capacity import MIN_ELIGIBLE_UTILIZATION, ReplicaModel
 from gpufleet.planning.optimizer import ClassNeed
+from gpufleet.planning.prompts import Distribution
 
 # A class no tier can serve is planned against this multiple of the best zero-load P99.
 BEST_EFFORT_SLACK = 1.25
@@ -88,13 +90,23 @@ def class_capacities(
     classes: Sequence[TrafficClass],
     models: Mapping[str, ReplicaModel],
     shapes: Mapping[str, Shape] | None = None,
+    prompts: Mapping[str, Distribution] | None = None,
+    servers: Mapping[str, int] | None = None,
 ) -> dict[str, ClassCapacity]:
     """Per class, what it needs from each tier with a model; `shapes` overrides the
-    classes' mean prompt and output lengths."""
+    classes' mean prompt and output lengths. `prompts`: the classes whose prompt lengths
+    are learned, sized over them (`waits`) on `servers` replicas per tier."""
     shape = {c.name: (shapes or {}).get(c.name, c.shape) for c in classes}
+    lengths = prompts or {}
     planned: dict[str, tuple[float, float | None, dict[str, float], dict[str, float]]] = {}
     for cls in classes:
         planned[cls.name] = _alone(cls, models, shape[cls.name])
+        objective, best_effort, service, rho = planned[cls.name]
+        if cls.name in lengths and best_effort is None:
+            rho = waits.limited(
+                rho, models, lengths[cls.name], shape[cls.name][1], objective, servers or {}
+            )
+            planned[cls.name] = (objective, best_effort, service, rho)
     capacities = {}
     for cls in classes:
         objective, best_effort, service, rho = planned[cls.name]
@@ -110,6 +122,16 @@ def class_capacities(
                 limited = model.max_utilization(
                     objective, *shape[cls.name], blocking_seconds=blocking
                 )
+                if cls.name in lengths and best_effort is None:
+                    limited = waits.limited(
+                        {tier: limited},
+                        models,
+                        lengths[cls.name],
+                        shape[cls.name][1],
+                        objective,
+                        servers or {},
+                        {tier: blocking},
+                    )[tier]
                 if limited < alone - 1e-9:
                     shared.setdefault(tier, {})[other.name] = limited
         capacities[cls.name] = ClassCapacity(

@@ -73,7 +73,7 @@ def erlang_c(servers: int, load: float) -> float:
     return servers * blocked / (servers - load * (1.0 - blocked))
 
 
-def _grid(distribution: Distribution) -> tuple[np.ndarray, np.ndarray]:
+def grid(distribution: Distribution) -> tuple[np.ndarray, np.ndarray]:
     """(lengths, shares): the distribution as GRID log-spaced bins, shares summing to 1."""
     top = max(b for b, _ in distribution.points)
     low = max(min(b for b, _ in distribution.points) / 4.0, 1.0)
@@ -97,8 +97,8 @@ def waiting_share(own: Distribution, ahead: Distribution, reach_tokens: float) -
     found = _WEIGHTS.get(key)
     if found is not None:
         return found
-    lengths, shares = _grid(own)
-    found_lengths, found_shares = _grid(ahead)
+    lengths, shares = grid(own)
+    found_lengths, found_shares = grid(ahead)
     mean_ahead = float(np.dot(found_lengths, found_shares))
     within = lengths < reach_tokens
     slack = reach_tokens - lengths[within]

@@ -59,6 +59,16 @@ class Inputs:
     def before(self, tier: str) -> TierStatus | None:
         return next((t for t in self.previous.tiers if t.name == tier), None)
 
+    def serving(self) -> dict[str, int]:
+        """Replicas each tier serves from now on, as far as a pass knows before it decides:
+        what the last pass asked for, or what is Ready (at least one)."""
+        result = {}
+        for tier in self.tiers:
+            before = self.before(tier.name)
+            desired = before.desired_replicas if before else 0
+            result[tier.name] = max(desired, self.seen(tier.name).ready_replicas or 0, 1)
+        return result
+
     def previous_weights(self, cls: str) -> dict[str, int]:
         """The weights the class's route carries now (tiers with weight only)."""
         for c in self.previous.classes:

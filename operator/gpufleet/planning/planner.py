@@ -6,19 +6,17 @@ status) carries. One pass, each step a function of the values before it:
 1. Replica models per tier (`profiles`), slowed by each tier's capacity factor, which
    feedback moves from what the tier showed (`feedback.capacity_factors`).
 2. What each class needs from each tier (`classes.class_capacities`): eligibility, the
-   utilization that holds its objective at its prompt and output lengths, head-of-line
-   limits; a class no tier can serve is planned best effort.
+   utilization that holds its objective (over its learned prompt lengths: `waits`),
+   head-of-line limits; a class no tier can serve is planned best effort.
 3. The bounds each tier may plan on and ask for (`bounds.tier_bounds`): min/maxReplicas,
    capped at what runs when replicas are unschedulable, the budget over the minimums.
 4. Metrics missing, stale or unreachable: keep the previous decision (same replicas and
    weights; a new pool gets minReplicas and initial weights). Otherwise the optimizer buys
    the cheapest replicas serving every class's demand with headroom, or the
-   priority-ordered best it can (`optimizer`), or its last answer is kept without solving
-   where nothing else it reads changed and each class's demand moved under a tolerance
-   since the answer was solved for, if it still holds the demand (`reuse`, the status
-   carries the answer); a preemptible tier adds the replicas it is expected to lose
-   within a lead time (`hedging`), and the replica steps shape what each Deployment asks
-   for (`replicas`, `stabilization`).
+   priority-ordered best it can (`optimizer`), or keeps its last answer (carried in
+   status) where only demand moved, under a tolerance, and it still holds it (`reuse`); a
+   preemptible tier adds the replicas it expects to lose within a lead time (`hedging`);
+   the replica steps shape what each Deployment asks for (`replicas`, `stabilization`).
 5. Weights: what the optimizer serves, overflow kept off higher-priority tiers, moved only
    onto Ready replicas, as integers (`routing`).
 6. Cost, $/Mtok, energy, predicted P99 per class (`predict`) and the reason and message
@@ -99,7 +97,9 @@ def derive_fleet(inputs: Inputs) -> Fleet:
         models=models,
         factors=factors,
         missing_profile=missing,
-        capacities=class_capacities(inputs.classes, models),
+        capacities=class_capacities(
+            inputs.classes, models, prompts=prompts.for_sizing(), servers=inputs.serving()
+        ),
         prompts=prompts,
         bounds=tier_bounds(inputs, models),
         leads=lead_times(inputs, models),

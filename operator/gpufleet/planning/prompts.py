@@ -41,6 +41,9 @@ from gpufleet.planning.records import TierObservation
 
 MIN_REQUESTS = 100.0  # fewer requests learned: a 99th percentile says nothing yet
 MEMORY_REQUESTS = 1000.0  # the learned shares weigh about this many recent requests
+# Sizing over the lengths (`waits`) reads their far tail (the second moment): only from
+# this many requests learned, where a few long prompts more or less move it little.
+SIZING_REQUESTS = 500.0
 # Multiples of the class's mean prompt at which the learned shares are kept (PromptLengths).
 RATIOS = (
     0.05,
@@ -207,6 +210,10 @@ class ClassPrompts:
     # Classes with enough learned: the share of their prompts no tier prefills within
     # their objective even when idle.
     unservable: Mapping[str, float]
+
+    def for_sizing(self) -> dict[str, Distribution]:
+        """The classes whose lengths are learned well enough to size over them (`waits`)."""
+        return {c: on_grid(x) for c, x in self.lengths.items() if x.requests >= SIZING_REQUESTS}
 
 
 def for_pass(inputs: Inputs, models: Mapping[str, ReplicaModel]) -> ClassPrompts:
