@@ -5,6 +5,7 @@ Where each thing is decided:
   the one entry point (its steps: `feedback`, `classes`, `bounds`, `optimizer`, `replicas`,
   `stabilization`, `routing`; a preemptible tier's loss rate and margin in `hedging`;
   the replicas a tight objective needs against waits behind prefills in `contention`;
+  a loose class's utilization limits over its learned prompt lengths in `waits`;
   predictions in `predict`; the reason and message in `explain`);
 - each condition: a named check in `conditions` (ready, objectives, metrics, degraded,
   routing);

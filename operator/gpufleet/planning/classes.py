@@ -15,7 +15,7 @@ each interval's actual shape. Both then ask the optimizer with `ClassCapacity.ne
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gpufleet.api.types import TrafficClass
 from gpufleet.planning import waits
@@ -25,6 +25,9 @@ from gpufleet.planning.prompts import Distribution
 
 # A class no tier can serve is planned against this multiple of the best zero-load P99.
 BEST_EFFORT_SLACK = 1.25
+
+# A limit over the prompt lengths this far below the mean's is named in the message.
+NAMED_BELOW = 0.9
 
 Shape = tuple[float, float]  # mean prompt tokens, mean output tokens
 
@@ -41,6 +44,9 @@ class ClassCapacity:
     service_seconds: Mapping[str, float]  # every tier with a model
     max_utilization: Mapping[str, float]  # eligible tiers only (> 0)
     shared_utilization: Mapping[str, Mapping[str, float]]  # tier -> other class -> rho*
+    # Tiers where sizing over the prompt lengths (`waits`) lowered max_utilization: tier ->
+    # the limit at the mean prompt, for the message.
+    at_mean: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def eligible(self) -> tuple[str, ...]:
@@ -99,14 +105,16 @@ def class_capacities(
     shape = {c.name: (shapes or {}).get(c.name, c.shape) for c in classes}
     lengths = prompts or {}
     planned: dict[str, tuple[float, float | None, dict[str, float], dict[str, float]]] = {}
+    at_mean: dict[str, dict[str, float]] = {}
     for cls in classes:
         planned[cls.name] = _alone(cls, models, shape[cls.name])
         objective, best_effort, service, rho = planned[cls.name]
         if cls.name in lengths and best_effort is None:
-            rho = waits.limited(
+            sized = waits.limited(
                 rho, models, lengths[cls.name], shape[cls.name][1], objective, servers or {}
             )
-            planned[cls.name] = (objective, best_effort, service, rho)
+            at_mean[cls.name] = {t: r for t, r in rho.items() if sized[t] < r * NAMED_BELOW}
+            planned[cls.name] = (objective, best_effort, service, sized)
     capacities = {}
     for cls in classes:
         objective, best_effort, service, rho = planned[cls.name]
@@ -143,6 +151,7 @@ def class_capacities(
             service_seconds=service,
             max_utilization=rho,
             shared_utilization=shared,
+            at_mean=at_mean.get(cls.name, {}),
         )
     return capacities
 

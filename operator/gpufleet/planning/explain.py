@@ -253,6 +253,14 @@ class Report:
                     for n, t in tail.items()
                 )
             )
+        sized = [
+            f"{c} at most {cap.max_utilization[t]:.0%} busy on {t} ({r:.0%} at its mean prompt)"
+            for c, cap in self.capacities.items()
+            for t, r in cap.at_mean.items()
+            if self.classes[c].weights.get(t, 0) > 0 and self.demand.get(c, 0) > 0
+        ]
+        if sized:
+            notes.append("prompt lengths: " + ", ".join(sized))
         hedged = {n: t for n, t in self.tiers.items() if t.margin_replicas and t.node_loss}
         if hedged:
             cost = sum(self.inputs.prices[n] * t.margin_replicas for n, t in hedged.items())

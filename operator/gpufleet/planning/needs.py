@@ -9,13 +9,16 @@ that drain its backlog within a lead time (`drain_rates`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from datetime import datetime
 
 from gpufleet.planning import forecast
-from gpufleet.planning.classes import ClassCapacity
+from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.classes import ClassCapacity, class_capacities
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import LeadTime
+from gpufleet.planning.prompts import Distribution
 
 
 def demand_tokens(inputs: Inputs, cls: str) -> float:
@@ -29,6 +32,35 @@ def demand_tokens(inputs: Inputs, cls: str) -> float:
     queried = next(c for c in inputs.classes if c.name == cls).demand_query is not None
     growth = 0.0 if queried else queue_growth(inputs, cls)
     return max(max(measured.tokens_per_second, 0.0) + growth, 0.0)
+
+
+def capacities(
+    inputs: Inputs, models: Mapping[str, ReplicaModel], prompts: Mapping[str, Distribution]
+) -> dict[str, ClassCapacity]:
+    """What each class needs from each tier (`classes.class_capacities`), the classes in
+    `prompts` sized over their learned lengths on the replicas this pass's demand needs."""
+    result = class_capacities(inputs.classes, models, None, prompts, inputs.serving())
+    if prompts:  # their limits grow with the replicas: those the demand needs, not the last's
+        result = class_capacities(inputs.classes, models, None, prompts, servers(inputs, result))
+    return result
+
+
+def servers(inputs: Inputs, capacities: Mapping[str, ClassCapacity]) -> dict[str, int]:
+    """Replicas each tier needs for this pass's demand where the last pass's weights send
+    it, at these capacities; at least what it serves now (`Inputs.serving`). A class sized
+    over its prompt lengths (`waits`) may run its replicas busier the more there are, so
+    its limits are computed again for these, not for the last pass's replicas."""
+    load = dict.fromkeys(inputs.names, 0.0)
+    for cls in inputs.classes:
+        capacity = capacities.get(cls.name)
+        rate = demand_tokens(inputs, cls.name) / cls.tokens_per_request
+        for tier, weight in inputs.previous_weights(cls.name).items():
+            if capacity is None or weight <= 0 or not capacity.is_eligible(tier):
+                continue
+            share = rate * weight / 100.0 * capacity.service_seconds[tier]
+            load[tier] = load.get(tier, 0.0) + share / capacity.max_utilization[tier]
+    serving = inputs.serving()
+    return {t: max(n, math.ceil(load.get(t, 0.0) - 1e-9)) for t, n in serving.items()}
 
 
 def last_pass(inputs: Inputs) -> datetime | None:

@@ -35,7 +35,7 @@ from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning import contention, explain, forecast, hedging, needs, reuse, routing
 from gpufleet.planning.bounds import TierBounds, tier_bounds
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.planning.classes import ClassCapacity, class_capacities
+from gpufleet.planning.classes import ClassCapacity
 from gpufleet.planning.feedback import capacity_factors
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import LeadTime, lead_times
@@ -97,9 +97,7 @@ def derive_fleet(inputs: Inputs) -> Fleet:
         models=models,
         factors=factors,
         missing_profile=missing,
-        capacities=class_capacities(
-            inputs.classes, models, prompts=prompts.for_sizing(), servers=inputs.serving()
-        ),
+        capacities=needs.capacities(inputs, models, prompts.for_sizing()),
         prompts=prompts,
         bounds=tier_bounds(inputs, models),
         leads=lead_times(inputs, models),

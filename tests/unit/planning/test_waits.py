@@ -11,6 +11,7 @@ the engine's late share within about a point where a plan runs (at most 3% late)
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,12 +19,23 @@ import pytest
 from gpufleet.api.types import ModelSpec, Tier
 from gpufleet.planning.capacity import MAX_UTILIZATION, ReplicaModel
 from gpufleet.planning.classes import class_capacities
+from gpufleet.planning.planner import plan
 from gpufleet.planning.profiles import replica_model
 from gpufleet.planning.prompts import Distribution
 from gpufleet.planning.waits import ClassWaits, limited, sized_here
 from gpufleet.sim.metrics import request_tokens_buckets, share_at_most
 from gpufleet.sim.replica import Replica, engine_params
-from tests.unit.planning.factories import batch, realtime
+from tests.unit.planning.factories import (
+    batch,
+    h100,
+    observe,
+    previous,
+    realtime,
+    replicas,
+    rtx4090,
+    spec,
+    status_from,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -150,3 +162,40 @@ def test_class_capacities_size_the_learned_class_only() -> None:
     )
     assert sized["batch"].max_utilization["rtx4090"] < plain["batch"].max_utilization["rtx4090"]
     assert sized["realtime"].max_utilization == plain["realtime"].max_utilization
+
+
+def _passes(shares: dict[float, float], mean: float, count: int) -> list[Any]:
+    """`count` passes 30 s apart, batch (2 s) on RTX 4090s: 4 req/s of these prompts served
+    (what the planner learns from), 8 req/s of demand."""
+    s = spec(tiers=[h100(), rtx4090()], classes=[realtime(), batch(meanPromptTokens=round(mean))])
+    running = {"h100": 1, "rtx4090": 2}
+    live = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    readings = {
+        "rtx4090": {
+            "prompt_share_at_most": {**shares, math.inf: 1.0},
+            "requests_per_second": 4.0,
+            "prompt_tokens_per_second": 4.0 * mean,
+            "generation_tokens_per_second": 4.0 * 200.0,
+        }
+    }
+    demand = {"realtime": 1000.0, "batch": 8.0 * (mean + 200.0)}
+    status, plans = previous(running, live), []
+    for k in range(count):
+        seen = observe(s, demand, now=30.0 * k, ready=running, tiers=readings)
+        plans.append(plan(s, seen, status))
+        status = status_from(plans[-1], seen)
+    return plans
+
+
+def test_the_planner_buys_for_the_prompt_lengths_once_it_has_learned_them() -> None:
+    prompts, _ = _batch_prompts(20000)
+    heavy = share_at_most(prompts.tolist(), request_tokens_buckets(8192))
+    mean = float(prompts.mean())
+    plans = _passes(heavy, mean, 6)  # 120 requests a pass: 500 learned by the fifth
+    assert "prompt lengths" not in plans[0].message
+    assert replicas(plans[-1])["rtx4090"] > replicas(plans[0])["rtx4090"]
+    assert "prompt lengths: batch at most" in plans[-1].message
+    assert "(95% at its mean prompt)" in plans[-1].message
+    # The same mean in one narrow bucket: fewer replicas than the long tail needs.
+    narrow = _passes({1000.0: 0.0, 2000.0: 1.0}, mean, 6)
+    assert replicas(narrow[-1])["rtx4090"] < replicas(plans[-1])["rtx4090"]
