@@ -48,6 +48,7 @@ exponential tail above, which over-counts those misses.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 
@@ -58,7 +59,7 @@ from gpufleet.planning.contention import TYPICAL_AHEAD, erlang_c, grid
 from gpufleet.planning.prompts import Distribution, longest_within
 
 TAIL = 0.01  # a P99 objective lets 1% of requests be slower
-STEPS = 24  # bisection steps over utilization (2^-24 of the range: far below any effect)
+STEPS = 16  # bisection steps over utilization (1e-5 of it: far below any effect)
 
 
 class ClassWaits:
@@ -72,9 +73,10 @@ class ClassWaits:
         objective_seconds: float,
         blocking_seconds: float = 0.0,
     ) -> None:
-        lengths, shares = grid(prompts)
-        base = np.array([model.ttft_base_seconds(float(p)) for p in lengths])
-        prefill = np.array([model.prefill_seconds_for(float(p)) for p in lengths])
+        lengths, shares = _grid(prompts)
+        # Both are linear in the prompt's length (`capacity.ReplicaModel`).
+        prefill = lengths * model.prefill_seconds_for(1.0)
+        base = model.ttft_base_seconds(0.0) + prefill
         slack = objective_seconds - base - blocking_seconds
         reached = slack > 0
         self.model = model
@@ -125,6 +127,13 @@ class ClassWaits:
             else:
                 high = middle
         return low
+
+
+@functools.lru_cache(maxsize=256)
+def _grid(prompts: Distribution) -> tuple[np.ndarray, np.ndarray]:
+    """The lengths on the grid `contention` sums over (a pass asks for each class's several
+    times: per tier, alone and shared, for two replica counts)."""
+    return grid(prompts)
 
 
 def sized_here(model: ReplicaModel, prompts: Distribution, objective_seconds: float) -> bool:
