@@ -17,8 +17,8 @@ T - base(p) (base: the fitted zero-load P99 at that length, prefill included). W
 queue of prefills served by the least-loaded of n replicas (the router's choice):
 
     P(W > t) = C x exp(-t / scale)
-    C        = ErlangC(n, n x rho)                   (1 replica: rho): every replica busy
-    scale    = E[prefill^2] / (2 x E[service] x (1 - rho))   (M/G/1's mean residual wait)
+    C        = ErlangC(n, n x rho), rho itself for one replica: the chance all are busy
+    scale    = E[prefill^2] / (2 x E[service] x (1 - rho)): M/G/1's mean residual wait
 
 floored where the fit's own P99 queueing term at that load is longer (the fit's wait at
 the mean prompt is then the 99th percentile of W), so a class of fixed prompts is never
