@@ -108,7 +108,9 @@ class ClassWaits:
         servers = max(servers, 1)
         waiting = erlang_c(servers, servers * rho) if servers > 1 else rho
         scale = self._scale(rho, waiting)
-        late = np.minimum(waiting * np.exp(-self._slack / scale), 1.0) if scale > 0 else 0.0
+        if scale <= 0:  # no prefill time and no queueing in the fit: nothing waits
+            return self.unreached_blocked
+        late = np.minimum(waiting * np.exp(-self._slack / scale), 1.0)
         return self.unreached_blocked + float(np.dot(self._shares, late))
 
     def max_utilization(self, servers: int = 1) -> float:

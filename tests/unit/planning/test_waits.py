@@ -10,6 +10,7 @@ the engine's late share within about a point where a plan runs (at most 3% late)
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -199,3 +200,15 @@ def test_the_planner_buys_for_the_prompt_lengths_once_it_has_learned_them() -> N
     # The same mean in one narrow bucket: fewer replicas than the long tail needs.
     narrow = _passes({1000.0: 0.0, 2000.0: 1.0}, mean, 6)
     assert replicas(narrow[-1])["rtx4090"] < replicas(plans[-1])["rtx4090"]
+
+
+def test_a_replica_with_no_prefill_time_waits_for_nothing() -> None:
+    """A profile with no prefill time and no queueing term (a user's measured points can
+    say so) has no queue of prefills: nothing is late but what no idle replica reaches."""
+    model = _model("RTX4090")
+    fit = dataclasses.replace(model.fit, ttft_queue_seconds=0.0)
+    free = dataclasses.replace(model, prefill_seconds=0.0, fit=fit)
+    prompts, outputs = _batch_prompts(2000)
+    waits = ClassWaits(free, _learned(prompts), float(outputs.mean()), OBJECTIVE)
+    assert waits.missed(0.5, 2) == waits.unreached_blocked
+    assert waits.max_utilization(2) > 0
