@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from gpufleet.api.types import ModelSpec, Tier
+from gpufleet.api.types import TrafficClass
 from gpufleet.planning.capacity import MAX_UTILIZATION, ReplicaModel
 from gpufleet.planning.classes import class_capacities
 from gpufleet.planning.planner import plan
@@ -27,6 +27,7 @@ from gpufleet.planning.waits import ClassWaits, limited, sized_here
 from gpufleet.sim.metrics import request_tokens_buckets, share_at_most
 from gpufleet.sim.replica import Replica, engine_params
 from tests.unit.planning.factories import (
+    LLAMA_8B,
     batch,
     h100,
     observe,
@@ -36,19 +37,17 @@ from tests.unit.planning.factories import (
     rtx4090,
     spec,
     status_from,
+    tier_spec,
 )
+from tests.unit.sim.factories import Sink
 
 pytestmark = pytest.mark.timeout(60)
 
-MODEL = ModelSpec(name="meta-llama/Meta-Llama-3-8B-Instruct")
 OBJECTIVE = 2.0
 
 
 def _model(accelerator: str) -> ReplicaModel:
-    tier = Tier.model_validate(
-        {"name": "t", "accelerator": accelerator, "pricePerGPUHour": "1", "maxReplicas": 8}
-    )
-    return replica_model(tier, MODEL)
+    return replica_model(tier_spec(accelerator=accelerator), LLAMA_8B)
 
 
 def _batch_prompts(n: int, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
@@ -68,27 +67,13 @@ def _learned(prompts: np.ndarray) -> Distribution:
     return Distribution(tuple(points), float(prompts.mean()))
 
 
-class _FirstTokens:
-    def __init__(self) -> None:
-        self.at: dict[int, float] = {}
-
-    def first_token(self, request: int, time: float) -> None:
-        self.at[request] = time
-
-    def generated(self, request: int, tokens: int, time: float) -> None:
-        pass
-
-    def completed(self, request: int, time: float) -> None:
-        pass
-
-
 def _engine_late(model: ReplicaModel, rho: float, replicas: int, n: int = 6000) -> float:
     """Share of requests later than the objective on `replicas` engines at utilization
     rho, each arrival sent to the replica with the fewest requests in it."""
     prompts, outputs = _batch_prompts(n)
     rate = replicas * rho / model.service_seconds(prompts.mean(), outputs.mean())
     arrivals = np.cumsum(np.random.default_rng(7).exponential(1.0 / rate, n))
-    seen = _FirstTokens()
+    seen = Sink()
     params = engine_params(model)
     engines = [Replica(params, prompts.tolist(), outputs.tolist(), seen) for _ in range(replicas)]
     for i, t in enumerate(arrivals.tolist()):
@@ -97,7 +82,7 @@ def _engine_late(model: ReplicaModel, rho: float, replicas: int, n: int = 6000) 
         min(engines, key=lambda e: e.outstanding).enqueue(i, t + params.overhead)
     for e in engines:
         e.advance(float(arrivals[-1]) + 1e4)
-    ttft = np.array([seen.at[i] - arrivals[i] for i in range(n)])
+    ttft = np.array([seen.first[i] - arrivals[i] for i in range(n)])
     return float(np.mean(ttft > OBJECTIVE))
 
 
@@ -148,8 +133,6 @@ def test_tight_class_is_left_to_contention() -> None:
 
 
 def test_class_capacities_size_the_learned_class_only() -> None:
-    from gpufleet.api.types import TrafficClass
-
     models = {"rtx4090": _model("RTX4090"), "h100": _model("H100-PCIe-80GB")}
     prompts, outputs = _batch_prompts(20000)
     classes = [
