@@ -304,6 +304,8 @@ def test_the_operators_own_queries_read_the_twin_through_real_prometheus(tmp_pat
     prompt = next(c.mean_prompt_tokens for c in pool.spec.traffic_classes if c.name == "batch")
     expected = {b: 1.0 if prompt <= b else 0.0 for b in PROMPT_TOKEN_BUCKETS}
     assert rtx.prompt_share_at_most == pytest.approx(expected), rtx.prompt_share_at_most
+    # Their mean, from the same histogram's sum and count: that prompt.
+    assert rtx.prompt_mean_tokens == pytest.approx(prompt), rtx.prompt_mean_tokens
 
 
 def _read_until_rates(metrics: PrometheusMetrics, pool: InferencePool, timeout: float = 30) -> Any:

@@ -53,6 +53,7 @@ class FakeVLLM:
     request_rate: float
     ttft_share_below: Mapping[float, float]  # bucket upper bound -> share of requests
     prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)  # as above
+    prompt_mean: float = 800.0  # the prompt histogram's sum over its count
     waiting: float = 0.0
     kv_cache: float = 0.5
     old_kv_name: bool = False
@@ -79,7 +80,8 @@ class FakeVLLM:
         counts = [
             (str(le), requests * self.prompt_share_at_most.get(le, 1.0)) for le in PROMPT_BUCKETS
         ]
-        prompts.add_metric(["m"], [*counts, ("+Inf", requests)], requests * 800, timestamp=stamp)
+        total = requests * self.prompt_mean
+        prompts.add_metric(["m"], [*counts, ("+Inf", requests)], total, timestamp=stamp)
         yield prompts
         for name, value in (
             ("vllm:num_requests_waiting", self.waiting),
@@ -133,7 +135,15 @@ RTX_PROMPTS = {100.0: 0.0, 500.0: 0.2, 1000.0: 0.6, 2000.0: 0.9, 5000.0: 0.98}  
 TIERS = {
     "h100": FakeVLLM(1000.0, 1000.0, 5.0, H100_TTFT, H100_PROMPTS, waiting=1.0, kv_cache=0.25),
     "rtx4090": FakeVLLM(
-        2000.0, 2000.0, 10.0, RTX_TTFT, RTX_PROMPTS, waiting=4.0, kv_cache=0.75, old_kv_name=True
+        2000.0,
+        2000.0,
+        10.0,
+        RTX_TTFT,
+        RTX_PROMPTS,
+        prompt_mean=1500.0,
+        waiting=4.0,
+        kv_cache=0.75,
+        old_kv_name=True,
     ),
 }
 WEIGHTS = {"realtime": {"h100": 100, "rtx4090": 0}, "batch": {"h100": 20, "rtx4090": 80}}
@@ -281,6 +291,10 @@ def test_reads_every_tier_metric_by_the_relabelled_pod_labels(fleet: Fleet) -> N
         {le: H100_PROMPTS.get(le, 1.0) for le in PROMPT_BUCKETS}, abs=0.01
     )
     assert rtx.prompt_share_at_most == pytest.approx(RTX_PROMPTS, abs=0.01)
+    # Their mean from the same histogram (sum over count), not prompt tokens/s over
+    # requests/s (200 tokens on the 4090s here).
+    assert h100.prompt_mean_tokens == pytest.approx(800.0, rel=0.01)
+    assert rtx.prompt_mean_tokens == pytest.approx(1500.0, rel=0.01)
 
 
 def test_class_demand_is_inferred_from_tier_rates_and_live_weights(fleet: Fleet) -> None:

@@ -111,6 +111,7 @@ class PrometheusMetrics:
                 for field, query in (
                     ("ttft_p99_seconds", queries.ttft_p99),
                     ("prompt_tokens_per_second", queries.prompt_tokens),
+                    ("prompt_mean_tokens", queries.prompt_mean),
                     ("generation_tokens_per_second", queries.generation_tokens),
                     ("requests_per_second", queries.requests),
                     ("requests_waiting", queries.waiting),

@@ -43,6 +43,8 @@ POD_LABEL = "pod"
 
 TTFT_BUCKET = "vllm:time_to_first_token_seconds_bucket"
 PROMPT_BUCKET = "vllm:request_prompt_tokens_bucket"
+PROMPT_SUM = "vllm:request_prompt_tokens_sum"
+PROMPT_COUNT = "vllm:request_prompt_tokens_count"
 PROMPT_TOKENS = "vllm:prompt_tokens_total"
 GENERATION_TOKENS = "vllm:generation_tokens_total"
 REQUESTS = "vllm:request_success_total"
@@ -99,6 +101,14 @@ def prompt_buckets(sel: str, window_seconds: int) -> str:
         f"sum by ({TIER_LABEL}, le) "
         f"(rate({series(PROMPT_BUCKET, sel)}[{duration(window_seconds)}]))"
     )
+
+
+def prompt_mean(sel: str, window_seconds: int) -> str:
+    """Per tier, the mean prompt of the requests that finished in the window, from the same
+    histogram as `prompt_buckets` (NaN where none finished)."""
+    total = rate_by_tier(PROMPT_SUM, sel, window_seconds)
+    count = rate_by_tier(PROMPT_COUNT, sel, window_seconds)
+    return f"{total} / {count}"
 
 
 def rate_by_tier(metric: str, sel: str, window_seconds: int) -> str:
@@ -170,6 +180,7 @@ class PoolQueries:
     ttft_p99: str
     ttft_buckets: str
     prompt_buckets: str
+    prompt_mean: str
     prompt_tokens: str
     generation_tokens: str
     requests: str
@@ -184,6 +195,7 @@ def pool_queries(namespace: str, pool: str, window_seconds: int) -> PoolQueries:
         ttft_p99=ttft_p99(sel, window_seconds),
         ttft_buckets=ttft_buckets(sel, window_seconds),
         prompt_buckets=prompt_buckets(sel, window_seconds),
+        prompt_mean=prompt_mean(sel, window_seconds),
         prompt_tokens=rate_by_tier(PROMPT_TOKENS, sel, window_seconds),
         generation_tokens=rate_by_tier(GENERATION_TOKENS, sel, window_seconds),
         requests=rate_by_tier(REQUESTS, sel, window_seconds),

@@ -8,7 +8,11 @@ the planner buys replicas that cannot make them faster.
 
 vLLM counts prompt lengths per pod (`vllm:request_prompt_tokens`), so each tier shows the
 prompts it served over the last interval (`TierObservation.prompt_share_at_most`); their
-mean is its prompt tokens/s over its requests/s. vLLM has no per-class series, so a class's
+mean is the same histogram's sum over its count (`prompt_mean_tokens`), not the tier's
+prompt tokens/s over its requests/s: those count a prefill when it runs and a request
+when it finishes, so under a backlog their ratio read 14,000 tokens one interval and 660
+the next for prompts of 1,500 on average, and the lengths learned from it were stretched
+by that much. vLLM has no per-class series, so a class's
 prompts are taken as the mix of the tiers its live weights send it to (weighted by those
 weights), scaled by the class's mean prompt over the mix's mean. On a tier that serves one
 class this is the class's own distribution; on a tier shared with a class of other lengths
@@ -100,8 +104,6 @@ def tier_distribution(seen: TierObservation) -> Distribution | None:
     """The prompts a tier served over the last interval; None without any."""
     if not seen.prompt_share_at_most or not seen.requests_per_second:
         return None
-    if not seen.prompt_tokens_per_second or seen.prompt_tokens_per_second <= 0:
-        return None
     finite = sorted((b, s) for b, s in seen.prompt_share_at_most.items() if math.isfinite(b))
     if not finite:
         return None
@@ -109,7 +111,28 @@ def tier_distribution(seen: TierObservation) -> Distribution | None:
         # The +Inf bucket: vLLM's last 1-2-5 bound is at most max_model_len and at least 40%
         # of it, so these prompts lie within 2.5x of it; spread them up to twice it.
         finite.append((2 * finite[-1][0], 1.0))
-    return Distribution(tuple(finite), seen.prompt_tokens_per_second / seen.requests_per_second)
+    mean = seen.prompt_mean_tokens
+    if mean is None or not math.isfinite(mean) or mean <= 0:
+        mean = _interpolated_mean(finite)
+    return Distribution(tuple(finite), mean)
+
+
+def _interpolated_mean(points: Sequence[tuple[float, float]]) -> float:
+    """The mean of the shares as `Distribution.share_at_most` spreads them: uniform below
+    the first bound, log-uniform inside each bucket (mean (b - a) / ln(b / a))."""
+    total, lower, at_lower = 0.0, 0.0, 0.0
+    for bound, share in points:
+        weight = share - at_lower
+        if weight > 0:
+            if lower <= 0:
+                middle = bound / 2.0
+            elif bound > lower:
+                middle = (bound - lower) / math.log(bound / lower)
+            else:
+                middle = bound
+            total += weight * middle
+        lower, at_lower = bound, max(share, at_lower)
+    return total
 
 
 def mixed(parts: Sequence[tuple[float, Distribution]]) -> Distribution | None:

@@ -62,6 +62,10 @@ class TierObservation:
     # Bucket bound (prompt tokens) -> share of the interval's requests whose prompt was at
     # most that long (vllm:request_prompt_tokens). Empty: no data.
     prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)
+    # The mean prompt of those same requests (the histogram's _sum over its _count): not
+    # prompt tokens/s over requests/s, which under a backlog counts prefills of requests
+    # that finish later against requests whose prefill was counted earlier.
+    prompt_mean_tokens: float | None = None
     # The tier's Ready pods: when each was created and became Ready (the tier's lead time).
     pod_starts: tuple[PodStart, ...] = ()
     # The tier's pods on nodes gone, NotReady or leaving (cordoned, tainted for removal):
@@ -111,6 +115,7 @@ class TierMetrics:
     ttft_fraction_above: Mapping[float, float] = field(default_factory=dict)
     # Bucket bound (prompt tokens) -> share of requests with a prompt at most that long.
     prompt_share_at_most: Mapping[float, float] = field(default_factory=dict)
+    prompt_mean_tokens: float | None = None  # their mean prompt (see TierObservation)
 
 
 @dataclass(frozen=True)

@@ -279,6 +279,9 @@ class _Run:
                 prompt_share_at_most=share_at_most(metrics.completed_prompts, self.prompt_bounds)
                 if metrics
                 else {},
+                prompt_mean_tokens=float(np.mean(metrics.completed_prompts))
+                if metrics and metrics.completed_prompts
+                else None,
                 pod_starts=tuple(
                     PodStart(
                         created=self.trace.start + timedelta(seconds=r.created),

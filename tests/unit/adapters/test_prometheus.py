@@ -105,6 +105,7 @@ def test_pool_queries_use_the_window_everywhere_a_rate_is_taken() -> None:
         queries.ttft_p99,
         queries.ttft_buckets,
         queries.prompt_buckets,
+        queries.prompt_mean,
         queries.prompt_tokens,
         queries.generation_tokens,
         queries.requests,
@@ -336,12 +337,23 @@ def test_the_prompt_bucket_query_sums_rates_by_tier_and_le() -> None:
     )
 
 
-def _prompt_answers(series: list[dict[str, Any]], ages: dict[str, float]) -> Callable[[str], Any]:
+def test_the_prompt_mean_is_the_histogram_s_sum_over_its_count() -> None:
+    sum_ = 'sum by (gpufleet_dev_tier) (rate({__name__=~"vllm[:_]request_prompt_tokens_sum",'
+    count = 'sum by (gpufleet_dev_tier) (rate({__name__=~"vllm[:_]request_prompt_tokens_count",'
+    pool_ = 'namespace="llm",gpufleet_dev_pool="llama3-8b"}[30s]))'
+    assert promql.prompt_mean(SEL, 30) == f"{sum_}{pool_} / {count}{pool_}"
+
+
+def _prompt_answers(
+    series: list[dict[str, Any]], ages: dict[str, float], means: dict[str, float] | None = None
+) -> Callable[[str], Any]:
     def answer(query: str) -> Any:
         if query.startswith("time() -"):
             return vector(**ages)
         if "request_prompt_tokens_bucket" in query:
             return series
+        if "request_prompt_tokens_sum" in query:
+            return vector(**(means or {}))
         return []
 
     return answer
@@ -358,6 +370,14 @@ def test_the_share_of_prompts_at_most_each_bucket_bound_is_read() -> None:
     assert reading.tiers["h100"].prompt_share_at_most == {}
     # TTFT shares come from their own query, untouched.
     assert reading.tiers["rtx4090"].ttft_fraction_above == {}
+
+
+def test_the_prompt_mean_is_read_per_tier_and_left_out_where_stale() -> None:
+    series = buckets("rtx4090", **{"1000": 9.0, "inf": 10.0})
+    means = {"rtx4090": 812.5, "h100": 300.0}
+    reading = read(_prompt_answers(series, {"h100": 900, "rtx4090": 1}, means))
+    assert reading.tiers["rtx4090"].prompt_mean_tokens == pytest.approx(812.5)
+    assert reading.tiers["h100"].prompt_mean_tokens is None  # its series are stale
 
 
 def test_prompt_shares_are_clamped_and_skip_malformed_series() -> None:

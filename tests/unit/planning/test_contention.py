@@ -81,6 +81,7 @@ def _readings(shares: dict[float, float], rps: float, mean: float) -> dict[str, 
         "prompt_share_at_most": {**shares, float("inf"): 1.0},
         "requests_per_second": rps,
         "prompt_tokens_per_second": rps * mean,
+        "prompt_mean_tokens": mean,
         "generation_tokens_per_second": rps * 200.0,
     }
 

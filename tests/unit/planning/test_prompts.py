@@ -8,6 +8,7 @@ and the replicas and weights are what they would be without the histogram.
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
 from typing import Any
 
@@ -57,11 +58,12 @@ CLASSES = [realtime(meanPromptTokens=round(MEAN)), batch()]
 
 
 def histogram(shares: dict[float, float], rps: float, mean: float = MEAN) -> dict[str, Any]:
-    """A tier's readings: its prompt histogram, request rate and prompt tokens/s."""
+    """A tier's readings: its prompt histogram and their mean, request rate, tokens/s."""
     return {
         "prompt_share_at_most": {**shares, float("inf"): 1.0},
         "requests_per_second": rps,
         "prompt_tokens_per_second": rps * mean,
+        "prompt_mean_tokens": mean,
         "generation_tokens_per_second": rps * 200.0,
     }
 
@@ -84,6 +86,31 @@ def test_prompts_above_the_last_bound_are_spread_up_to_twice_it() -> None:
     assert d is not None
     assert 0.9 < d.share_at_most(7000.0) < 1.0
     assert d.share_at_most(10000.0) == 1.0
+
+
+def test_a_tier_s_mean_prompt_comes_from_its_histogram_not_its_token_rate() -> None:
+    # Under a backlog, prompt tokens/s (counted at prefill) over requests/s (counted when
+    # they finish) read 14,000 tokens for these prompts of 1,200: the mean is the
+    # histogram's own, and the lengths learned are those of a steady interval.
+    steady = TierObservation(name="h100", **histogram(LONG, rps=10.0))
+    readings = {**histogram(LONG, rps=10.0), "prompt_tokens_per_second": 140000.0}
+    backlog = TierObservation(name="h100", **readings)
+    assert tier_distribution(backlog) == tier_distribution(steady)
+    learned = [learn(None, {"h100": s}, {"h100": 100}, MEAN, 30.0, T0) for s in (steady, backlog)]
+    assert learned[0] is not None and learned[1] is not None
+    assert learned[1].share_at_most == learned[0].share_at_most
+
+
+def test_without_the_histogram_s_mean_the_buckets_give_it() -> None:
+    # All prompts in one bucket (1,000, 2,000]: spread log-uniformly, their mean is
+    # 1,000 / ln 2; below the first bound, uniformly from zero.
+    one = {**histogram({1000.0: 0.0, 2000.0: 1.0}, rps=5.0), "prompt_mean_tokens": None}
+    d = tier_distribution(TierObservation(name="h100", **one))
+    assert d is not None
+    assert d.mean_tokens == pytest.approx(1000.0 / math.log(2.0))
+    low = {**histogram({100.0: 1.0}, rps=5.0), "prompt_mean_tokens": None}
+    d = tier_distribution(TierObservation(name="h100", **low))
+    assert d is not None and d.mean_tokens == pytest.approx(50.0)
 
 
 def test_learned_from_the_tier_a_class_alone_is_sent_to() -> None:

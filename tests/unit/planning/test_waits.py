@@ -159,6 +159,7 @@ def _passes(shares: dict[float, float], mean: float, count: int) -> list[Any]:
             "prompt_share_at_most": {**shares, math.inf: 1.0},
             "requests_per_second": 4.0,
             "prompt_tokens_per_second": 4.0 * mean,
+            "prompt_mean_tokens": mean,
             "generation_tokens_per_second": 4.0 * 200.0,
         }
     }

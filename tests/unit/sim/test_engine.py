@@ -250,6 +250,11 @@ def test_a_policy_sees_its_ready_pods_start_times_and_the_prompt_shares() -> Non
     assert shares[2000.0] == shares[100.0]
     assert shares[5000.0] == 1.0
     assert at[30].tiers["h100"].prompt_share_at_most == {}  # nothing completed there
+    # Their mean, as vLLM's histogram sums them: the completed prompts' own.
+    rtx = at[30].tiers["rtx4090"]
+    done = round(rtx.requests_per_second * 30)
+    assert rtx.prompt_mean_tokens == pytest.approx(np.mean(prompts[:done]), rel=0.05)
+    assert at[30].tiers["h100"].prompt_mean_tokens is None
 
 
 def test_a_policy_reads_first_tokens_at_the_buckets_the_pool_s_vllm_exports() -> None:
