@@ -110,6 +110,27 @@ def test_cost_misses_above_1_15x_the_oracle_with_the_extra_replica_hours() -> No
     assert "attains more than the oracle on batch +0.90 points" in miss.reason
 
 
+def test_a_cost_miss_shows_how_the_oracle_s_fleet_moved_on_the_tiers_it_ran_less_of() -> None:
+    over = summary("gpufleet", 0.13, 0.99, 0.99, hours=(1.6, 3.0))
+    fleet = {"h100": {1: 61, 2: 44, 3: 11, 4: 4}, "rtx4090": {4: 120}}
+    wide = {"h100": {1: 1}, "rtx4090": {1: 10, 2: 30, 3: 40, 4: 20, 5: 10, 12: 10}}
+    ceiling = {"realtime": 1.0, "batch": 1.0}
+    c = Case("constant", "fraction", [over, ORACLE], ceiling, oracle_fleet=fleet)
+    [miss] = [t for t in targets(c) if t.key == "b"]
+    shown = "h100 median 1 (51% of intervals), from 1 to 4"
+    assert f"the oracle's replicas per interval, {shown}" in miss.reason
+    assert "rtx4090 median" not in miss.reason  # one count throughout: nothing to show
+    assert "replaying that interval's own arrivals" in miss.reason
+    varied = Case("bursts", "size", [over, ORACLE], ceiling, oracle_fleet=wide)
+    [ranged] = [t for t in targets(varied) if t.key == "b"]
+    assert "rtx4090 median 3 (33% of intervals), from 1 to 12" in ranged.reason
+    even = Case(
+        "constant", "fraction", [over, ORACLE], ceiling, oracle_fleet={"h100": {1: 6, 2: 6}}
+    )
+    [two] = [t for t in targets(even) if t.key == "b"]
+    assert "h100 median 1 (50% of intervals), from 1 to 2:" in two.reason
+
+
 @pytest.mark.parametrize(
     ("cost", "realtime", "batch", "passed", "why"),
     [
