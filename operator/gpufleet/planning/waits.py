@@ -30,9 +30,9 @@ TAIL is the class's `max_utilization` on the tier.
 Checked against the simulator's engine (`tests/unit/planning/test_waits.py`, the same
 batch prompts on 2 and 4 replicas behind a least-loaded router): the predicted share of
 requests later than 2 s stays within about a point of the engine's where it matters (at
-most 3% late). Where the limits land, 13,500-15,000 requests a point through the engine behind
-a least-loaded router (the highest utilization with at most the unreached prompts plus 1%
-late), engine / model on 1, 2, 4 and 8 replicas:
+most 3% late). Where the limits land (the highest utilization with at most the unreached
+prompts plus 1% late; 13,500-15,000 requests a point through the engine behind a
+least-loaded router), engine / model on 1, 2, 4 and 8 replicas:
 
     synthetic batch prompts, RTX 4090, 2 s    <0.30/0.26  0.33/0.35  0.45/0.45  0.55/0.54
     Azure conversation batch, RTX 4090, 2 s    0.36/0.40  0.50/0.46  0.70/0.52  0.77/0.59
@@ -41,11 +41,19 @@ late), engine / model on 1, 2, 4 and 8 replicas:
 (Azure: the trace's longest 70% of prompts, mean 1,528 tokens, 99th percentile 4,248.)
 Where lengths vary less than lognormal ones, more replicas help more than the model
 credits, and it buys more of them than the engine needs; on one replica it can be up to
-0.09 optimistic. Moving the multi-replica wait toward the engine (dividing the queue behind
-the prefill in progress by the replicas) fit the Azure prompts but overstated the limits of
-the synthetic ones by 0.07 to 0.16: the router balances requests in flight, decodes
-included, not prefills, so the chance a request waits is not the Erlang C of the prefill
-load either. The model keeps the single-replica residual, which errs toward replicas.
+0.09 optimistic. Its two terms are each off, in ways that partly cancel. In the engine the
+chance to wait at all is far above Erlang C, as the router balances requests in flight,
+decodes included, not prefills (eight replicas at 30% busy: 14% of requests waited, Erlang
+C says 0.4%), while the wait once waiting shrinks with the replicas toward the residual of
+the prefill in progress, E[X^2]/2E[X]. Modelled that way (waiting: 0.4 x Erlang C + 0.6 x
+the share of its time a replica spends prefilling; scale: that residual x (1 + rho / (n (1
+- rho)))), it came within a third of a point of the engine on eight replicas of both RTX
+4090 sets and was never optimistic on the three, but read short prompts with long outputs
+far too slow (205-token prompts at 300 ms: 59% against the engine's 88%), and it cost the
+simulator suite 4 of its targets (30 of 50, more RTX 4090-hours on the synthetic traces).
+Dividing only the queue behind the prefill in progress by the replicas fit the Azure
+prompts but overstated the synthetic ones' limits by 0.07 to 0.16. The model stays as
+above, erring toward replicas.
 
 The queue is served one prompt after another. vLLM's chunked prefill fits several short
 prompts into one step, so for prompts of a few hundred tokens the queue reads slower than
