@@ -6,8 +6,7 @@ it is above zero: the class's eligible tiers), and the lower utilization it tole
 another class's longer prompts share the tier (head-of-line blocking,
 `shared_utilization`). A class no tier can serve at its objective is planned best effort
 against a relaxed objective, a little above the best zero-load P99 any tier offers, so it
-is still served where it is served fastest (`best_effort_seconds`); it shares its tiers
-with any class, as it has no objective to keep.
+is still served where it is served fastest (`best_effort_seconds`).
 
 The planner computes this at the classes' mean request shape; the simulator's oracle at
 each interval's actual shape. Both then ask the optimizer with `ClassCapacity.need`.
@@ -120,10 +119,7 @@ def class_capacities(
     for cls in classes:
         objective, best_effort, service, rho = planned[cls.name]
         shared: dict[str, dict[str, float]] = {}
-        # A class planned best effort holds no objective, so it keeps no other class off
-        # its tiers: where it could, the one tier that serves it would be its alone, and
-        # a class that can be served in time would get nothing.
-        for tier, alone in rho.items() if best_effort is None else ():
+        for tier, alone in rho.items():
             model = models[tier]
             for other in classes:
                 if other is cls or planned[other.name][3].get(tier, 0.0) <= 0:

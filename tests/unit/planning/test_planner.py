@@ -299,17 +299,6 @@ def test_no_eligible_tier_is_served_best_effort_and_says_so() -> None:
     assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
 
 
-def test_a_best_effort_class_does_not_keep_a_servable_class_off_its_only_tier() -> None:
-    # One RTX 4090 tier: no replica holds realtime's 100 ms, batch's 2 s it does. Realtime
-    # is served best effort; batch shares the tier with it instead of getting nothing.
-    s = spec(tiers=[rtx4090()], classes=[realtime(), batch()])
-    p = steady({"realtime": 1000, "batch": 8000}, pool_spec=s)
-    assert p.objectives.reason is Reason.NO_ELIGIBLE_TIER
-    assert weights(p) == {"realtime": {"rtx4090": 100}, "batch": {"rtx4090": 100}}
-    assert p.classes["batch"].served_fraction == 1.0
-    assert p.classes["realtime"].served_fraction == 1.0
-
-
 # -- zero demand ------------------------------------------------------------------------------
 
 
