@@ -250,10 +250,11 @@ def test_a_policy_sees_its_ready_pods_start_times_and_the_prompt_shares() -> Non
     assert shares[2000.0] == shares[100.0]
     assert shares[5000.0] == 1.0
     assert at[30].tiers["h100"].prompt_share_at_most == {}  # nothing completed there
-    # Their mean, as vLLM's histogram sums them: the completed prompts' own.
-    rtx = at[30].tiers["rtx4090"]
-    done = round(rtx.requests_per_second * 30)
-    assert rtx.prompt_mean_tokens == pytest.approx(np.mean(prompts[:done]), rel=0.05)
+    # Their mean, as vLLM's histogram sums them: the completed prompts' own (of the two
+    # lengths, the share at most 100 tokens is the 100-token ones).
+    short = shares[100.0]
+    expected = short * 100 + (1 - short) * 3000
+    assert at[30].tiers["rtx4090"].prompt_mean_tokens == pytest.approx(expected, rel=1e-9)
     assert at[30].tiers["h100"].prompt_mean_tokens is None
 
 
