@@ -21,6 +21,7 @@ import math
 import os
 import platform
 import shlex
+import statistics
 import sys
 import time
 from collections import Counter
@@ -362,11 +363,8 @@ def _cost(ours: Summary, oracle: Summary, fleet: Mapping[str, Mapping[int, int]]
     )
     reason = ""
     if not passed:
-        extra = [
-            f"{tier} {hours - oracle.replica_hours.get(tier, 0.0):+.2f} h"
-            for tier, hours in ours.replica_hours.items()
-            if abs(hours - oracle.replica_hours.get(tier, 0.0)) >= 0.005
-        ]
+        more = {t: h - oracle.replica_hours.get(t, 0.0) for t, h in ours.replica_hours.items()}
+        extra = [f"{tier} {hours:+.2f} h" for tier, hours in more.items() if abs(hours) >= 0.005]
         better = [
             f"{name} {_points(c.attainment - oracle.classes[name].attainment)} points"
             for name, c in ours.classes.items()
@@ -376,11 +374,7 @@ def _cost(ours: Summary, oracle: Summary, fleet: Mapping[str, Mapping[int, int]]
         reason = "replica-hours over the oracle's: " + (", ".join(extra) or "none")
         if better:
             reason += f"; it attains more than the oracle on {', '.join(better)}"
-        over = [
-            t
-            for t, h in ours.replica_hours.items()
-            if h >= oracle.replica_hours.get(t, 0.0) + 0.005
-        ]
+        over = [t for t, hours in more.items() if hours >= 0.005]
         spread = [_spread(t, fleet[t]) for t in over if len(fleet.get(t, {})) > 1]
         if spread:
             reason += (
@@ -393,15 +387,9 @@ def _cost(ours: Summary, oracle: Summary, fleet: Mapping[str, Mapping[int, int]]
 
 def _spread(tier: str, counts: Mapping[int, int]) -> str:
     """'h100 median 1 (57% of intervals), from 1 to 6': the oracle's replica counts."""
-    total = sum(counts.values())
+    median = statistics.median_low(Counter(counts).elements())
+    share = counts[median] / sum(counts.values())
     ordered = sorted(counts)
-    seen, median = 0, ordered[-1]
-    for n in ordered:
-        seen += counts[n]
-        if 2 * seen >= total:
-            median = n
-            break
-    share = counts[median] / total
     return f"{tier} median {median} ({share:.0%} of intervals), from {ordered[0]} to {ordered[-1]}"
 
 
