@@ -302,9 +302,24 @@ class Report:
             if capacity.best_effort_seconds is not None:
                 notes.append(
                     f"{name}: no tier holds its objective, served best effort "
-                    f"(~{ms(capacity.best_effort_seconds)})"
+                    f"(~{ms(capacity.best_effort_seconds)}){self._giving_way(name)}"
                 )
         return notes
+
+    def _giving_way(self, name: str) -> str:
+        """', giving way to batch on rtx4090' where a best-effort class shares a tier with
+        a class it is otherwise kept apart from (`optimizer`)."""
+        given = self.capacities[name].yielding_utilization
+        sharing = [
+            f"{other} on {tier}"
+            for tier, others in given.items()
+            if self.classes[name].weights.get(tier, 0) > 0
+            for other in others
+            if other in self.classes and self.classes[other].weights.get(tier, 0) > 0
+        ]
+        if not sharing:
+            return ""
+        return f", giving way to {', '.join(sharing)} (kept apart, they could not all be served)"
 
 
 def early_pass(message: str, why: str) -> str:

@@ -32,48 +32,28 @@ When every class cannot be served (max replicas, budget, caps), classes are serv
 priority order: maximize the served tokens/s of the highest priority first, fix it, then
 the next, then minimize cost with all of that fixed. The plan never exceeds max replicas
 or the budget. Deterministic: one solver, fixed options, variables in spec order.
+
+A class no tier can serve at its objective (planned best effort) gives way: where its
+limits leave some class short, the program runs again with it held, on each tier where a
+class with a reachable objective may run, to that class's limit instead of its own and
+not kept from that class's prompts (`ClassNeed.giving_way`), and that plan is taken when
+it serves more, class by class in priority order. Without this, one RTX 4090 tier with a
+realtime class no 4090 serves in 100 ms runs realtime alone and serves the batch class
+nothing, however many replicas it may add.
 """
 
 from __future__ import annotations
 
-import functools
-import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.optimize import Bounds, LinearConstraint
 
 from gpufleet.planning.memo import Lru
+from gpufleet.planning.program import ClassNeed, Layout, TierOption, layout_for, milp
 
-_TIME_LIMIT_SECONDS = 2.0
 _SERVED_TOLERANCE = 1e-6
-
-
-@dataclass(frozen=True)
-class TierOption:
-    """A tier as the optimizer sees it."""
-
-    name: str
-    price_per_replica_hour: float
-    min_replicas: int
-    max_replicas: int
-
-
-@dataclass(frozen=True)
-class ClassNeed:
-    """A class's demand with headroom and what serving it costs on each eligible tier."""
-
-    name: str
-    priority: int
-    rate_rps: float  # demand with headroom, requests/s
-    tokens_per_request: float
-    service_seconds: Mapping[str, float]  # tier -> replica-seconds per request (eligible only)
-    max_utilization: Mapping[str, float]  # tier -> rho* (eligible only, > 0)
-    # tier -> other class -> rho* of this class on that tier when the other class shares
-    # it (head-of-line blocking; 0: it cannot share); only where lower than max_utilization.
-    shared_utilization: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -84,70 +64,6 @@ class Solution:
     cost_per_hour: float
     shortage: bool  # some class could not be fully served
     optimal: bool  # False when the solver ran out of time (the best found is returned)
-
-
-@dataclass(frozen=True)
-class _Layout:
-    tiers: tuple[TierOption, ...]
-    classes: tuple[ClassNeed, ...]
-    pairs: tuple[tuple[int, int], ...]  # (class index, tier index), eligible only
-    # Pairs whose class is stricter than the loosest class on that tier, or that take part
-    # in head-of-line blocking: only these need a binary "tier t serves class c"; the
-    # loosest objective holds whenever t serves anything (and trivially when it serves
-    # nothing).
-    binaries: tuple[int, ...]  # indexes into pairs
-    # (pair of the blocked class, pair of the class blocking it, rho* when they share).
-    blocking: tuple[tuple[int, int, float], ...] = ()
-
-    @property
-    def n_y(self) -> int:
-        return len(self.tiers)
-
-    def x(self, k: int) -> int:
-        return self.n_y + k
-
-    def z(self, j: int) -> int:
-        return self.n_y + len(self.pairs) + j
-
-    def s(self, c: int) -> int:
-        return self.n_y + len(self.pairs) + len(self.binaries) + c
-
-    @property
-    def size(self) -> int:
-        return self.n_y + len(self.pairs) + len(self.binaries) + len(self.classes)
-
-    def loosest(self, ti: int) -> float:
-        name = self.tiers[ti].name
-        return max(
-            (self.classes[c].max_utilization[name] for c, t in self.pairs if t == ti),
-            default=0.0,
-        )
-
-
-def _layout(tiers: Sequence[TierOption], active: tuple[ClassNeed, ...]) -> _Layout:
-    pairs = tuple(
-        (ci, ti)
-        for ci, c in enumerate(active)
-        for ti, t in enumerate(tiers)
-        if c.max_utilization.get(t.name, 0.0) > 0 and t.max_replicas > 0
-    )
-    partial = _Layout(tuple(tiers), active, pairs, ())
-    index = {pair: k for k, pair in enumerate(pairs)}
-    names = {c.name: ci for ci, c in enumerate(active)}
-    blocking = []
-    for k, (ci, ti) in enumerate(pairs):
-        need, tier = active[ci], tiers[ti]
-        for other, rho in need.shared_utilization.get(tier.name, {}).items():
-            kj = index.get((names.get(other, -1), ti))
-            if kj is not None and kj != k and rho < need.max_utilization[tier.name] - 1e-9:
-                blocking.append((k, kj, max(rho, 0.0)))
-    involved = {k for k, _, _ in blocking} | {kj for _, kj, _ in blocking}
-    binaries = tuple(
-        k
-        for k, (ci, ti) in enumerate(pairs)
-        if active[ci].max_utilization[tiers[ti].name] < partial.loosest(ti) - 1e-9 or k in involved
-    )
-    return _Layout(tuple(tiers), active, pairs, binaries, tuple(blocking))
 
 
 # Solutions by their exact inputs. An idle pool asks for the same program every pass, and
@@ -176,13 +92,14 @@ def _need_key(need: ClassNeed) -> tuple[object, ...]:
     follows, so two needs listing tiers differently are different keys). The numbers go
     in as the bytes of their float64 values, the form the program holds them in: equal
     bytes, equal program; and a key takes a few bytes a number, not a Python float's 24."""
-    shared = need.shared_utilization
+    shared, yielding = need.shared_utilization, need.yielding_utilization
     numbers = [
         need.rate_rps,
         need.tokens_per_request,
         *need.service_seconds.values(),
         *need.max_utilization.values(),
         *(rho for other in shared.values() for rho in other.values()),
+        *(rho for other in yielding.values() for rho in other.values()),
     ]
     return (
         need.name,
@@ -190,6 +107,7 @@ def _need_key(need: ClassNeed) -> tuple[object, ...]:
         tuple(need.service_seconds),
         tuple(need.max_utilization),
         tuple((t, tuple(other)) for t, other in shared.items()),
+        tuple((t, tuple(other)) for t, other in yielding.items()),
         np.array(numbers, dtype=np.float64).tobytes(),
     )
 
@@ -211,25 +129,18 @@ def _optimize(
 ) -> Solution:
     active = tuple(c for c in classes if c.rate_rps > 0 and c.max_utilization)
     full = {c.name: 1.0 for c in active}
-    layout = _layout(tiers, active)
+    layout = layout_for(tiers, active)
     result = _solve(layout, budget_per_hour, served_at_least=full, maximize=None)
     shortage = result is None
     if result is None:
-        achieved: dict[str, float] = {c.name: 0.0 for c in active}
-        found: Solution | None = None
-        for priority in sorted({c.priority for c in active}, reverse=True):
-            group = [c.name for c in active if c.priority == priority]
-            best = _solve(layout, budget_per_hour, served_at_least=achieved, maximize=group)
-            if best is not None:
-                achieved.update({n: best.served[n] for n in group})
-                found = best
-        floor = {n: max(v - _SERVED_TOLERANCE, 0.0) for n, v in achieved.items()}
-        result = _solve(layout, budget_per_hour, served_at_least=floor, maximize=None)
-        if result is None:
-            # The cheapest plan at what was achieved can be out of the solver's reach
-            # numerically (a served share held to its tolerance at a capped tier): the
-            # last plan that achieved it serves as much, at a cost maybe not the least.
-            result = found if found is not None else _minimum(layout)
+        result = _by_priority(layout, budget_per_hour)
+        if any(c.yielding_utilization for c in active):  # a best-effort class gives way
+            given = layout_for(tiers, tuple(c.giving_way() for c in active))
+            other = _solve(given, budget_per_hour, served_at_least=full, maximize=None)
+            other = other or _by_priority(given, budget_per_hour)
+            if _serves_more(other, result, active):
+                result = other
+                shortage = False  # from what it serves, below
     served = dict(result.served)
     for c in classes:
         served.setdefault(c.name, 1.0 if c.rate_rps <= 0 else 0.0)
@@ -244,7 +155,45 @@ def _optimize(
     )
 
 
-def _minimum(layout: _Layout) -> Solution:
+def _by_priority(layout: Layout, budget_per_hour: float | None) -> Solution:
+    """The plan serving the most of each priority in turn, at least cost."""
+    active = layout.classes
+    achieved: dict[str, float] = {c.name: 0.0 for c in active}
+    found: Solution | None = None
+    for priority in sorted({c.priority for c in active}, reverse=True):
+        group = [c.name for c in active if c.priority == priority]
+        best = _solve(layout, budget_per_hour, served_at_least=achieved, maximize=group)
+        if best is not None:
+            achieved.update({n: best.served[n] for n in group})
+            found = best
+    floor = {n: max(v - _SERVED_TOLERANCE, 0.0) for n, v in achieved.items()}
+    result = _solve(layout, budget_per_hour, served_at_least=floor, maximize=None)
+    if result is None:
+        # The cheapest plan at what was achieved can be out of the solver's reach
+        # numerically (a served share held to its tolerance at a capped tier): the last
+        # plan that achieved it serves as much, at a cost maybe not the least.
+        result = found if found is not None else _minimum(layout)
+    return result
+
+
+def _serves_more(a: Solution, b: Solution, classes: Sequence[ClassNeed]) -> bool:
+    """Whether `a` serves more tokens/s than `b` at the first priority where they differ
+    (by more than the solver's tolerance), highest first."""
+    for priority in sorted({c.priority for c in classes}, reverse=True):
+        group = [c for c in classes if c.priority == priority]
+        rate = sum(c.rate_rps * c.tokens_per_request for c in group)
+        difference = sum(
+            (a.served.get(c.name, 0.0) - b.served.get(c.name, 0.0))
+            * c.rate_rps
+            * c.tokens_per_request
+            for c in group
+        )
+        if abs(difference) > 10 * _SERVED_TOLERANCE * rate:
+            return difference > 0
+    return False
+
+
+def _minimum(layout: Layout) -> Solution:
     replicas = {t.name: t.min_replicas for t in layout.tiers}
     return Solution(
         replicas=replicas,
@@ -257,7 +206,7 @@ def _minimum(layout: _Layout) -> Solution:
 
 
 def _solve(
-    layout: _Layout,
+    layout: Layout,
     budget: float | None,
     *,
     served_at_least: Mapping[str, float],
@@ -369,59 +318,13 @@ def _solve(
         hi.append(budget + 1e-9)
 
     constraints = [LinearConstraint(np.array(rows), lo, hi)] if rows else []
-    result = _milp(objective, integrality, Bounds(lower, upper), constraints)
+    result = milp(objective, integrality, Bounds(lower, upper), constraints)
     if result.x is None:
         return None
     return _read(layout, np.asarray(result.x), optimal=result.status == 0)
 
 
-def _milp(
-    objective: np.ndarray,
-    integrality: np.ndarray,
-    bounds: Bounds,
-    constraints: list[LinearConstraint],
-) -> Any:
-    options: dict[str, Any] = {
-        "time_limit": _TIME_LIMIT_SECONDS,
-        "mip_rel_gap": 1e-9,
-        "presolve": True,
-    }
-    if _fast_options_work():
-        options.update(_FAST_OPTIONS)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # "passed to HiGHS verbatim"
-        return milp(
-            objective,
-            integrality=integrality,
-            bounds=bounds,
-            constraints=constraints,
-            options=options,
-        )
-
-
-# HiGHS options scipy passes through verbatim. The sub-MIP heuristics (RINS, RENS) and
-# feasibility jump cost more than these small programs take to solve (half of all plan
-# time), and the optimum found is the same: every solve runs to a zero gap anyway.
-_FAST_OPTIONS = {
-    "mip_heuristic_run_rins": False,
-    "mip_heuristic_run_rens": False,
-    "mip_heuristic_run_feasibility_jump": False,
-}
-
-
-@functools.cache
-def _fast_options_work() -> bool:
-    """Whether this scipy's HiGHS knows _FAST_OPTIONS (checked once, on a trivial program)."""
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            milp(np.ones(1), integrality=np.ones(1), options=dict(_FAST_OPTIONS))
-    except (AttributeError, KeyError, TypeError, ValueError):
-        return False
-    return True
-
-
-def _read(layout: _Layout, values: np.ndarray, *, optimal: bool) -> Solution:
+def _read(layout: Layout, values: np.ndarray, *, optimal: bool) -> Solution:
     replicas = {t.name: round(float(values[ti])) for ti, t in enumerate(layout.tiers)}
     routing: dict[str, dict[str, float]] = {}
     served: dict[str, float] = {}

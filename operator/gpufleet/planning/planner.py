@@ -39,9 +39,10 @@ from gpufleet.planning.classes import ClassCapacity
 from gpufleet.planning.feedback import capacity_factors
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import LeadTime, lead_times
-from gpufleet.planning.optimizer import Solution, TierOption, optimize
+from gpufleet.planning.optimizer import Solution, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
 from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.program import TierOption
 from gpufleet.planning.prompts import ClassPrompts, for_pass, tier_distribution
 from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
 from gpufleet.planning.replicas import asks, keep_serving, protect_traffic, within_budget

@@ -19,7 +19,8 @@ from gpufleet.planning.bounds import TierBounds
 from gpufleet.planning.capacity import MAX_UTILIZATION
 from gpufleet.planning.classes import ClassCapacity
 from gpufleet.planning.inputs import Inputs
-from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
+from gpufleet.planning.optimizer import optimize
+from gpufleet.planning.program import ClassNeed, TierOption
 from gpufleet.planning.stabilization import Load, replicas_for
 
 

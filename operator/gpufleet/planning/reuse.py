@@ -37,7 +37,8 @@ from datetime import datetime
 import numpy as np
 
 from gpufleet.api.status import SizedClass, SizedTier, Sizing, TierShare
-from gpufleet.planning.optimizer import ClassNeed, Solution, TierOption, optimize
+from gpufleet.planning.optimizer import Solution, optimize
+from gpufleet.planning.program import ClassNeed, TierOption
 
 # Relative move of any class's demand under which the last answer is kept (if it still
 # holds the demand). 5%: well above one interval's noise (a few percent), well below the

@@ -20,7 +20,8 @@ import numpy as np
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.classes import class_capacities
-from gpufleet.planning.optimizer import TierOption, optimize
+from gpufleet.planning.optimizer import optimize
+from gpufleet.planning.program import TierOption
 from gpufleet.planning.stabilization import integer_weights
 from gpufleet.sim.baselines import StaticPolicy
 from gpufleet.sim.engine import SimConfig, simulate

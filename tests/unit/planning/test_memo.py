@@ -10,8 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from gpufleet.planning import memo
-from gpufleet.planning.optimizer import SOLUTIONS, ClassNeed, TierOption, optimize
+from gpufleet.planning.optimizer import SOLUTIONS, optimize
 from gpufleet.planning.planner import plan
+from gpufleet.planning.program import ClassNeed, TierOption
 from gpufleet.planning.records import Plan
 from tests.unit.planning.factories import observe, previous, status_from
 from tests.unit.planning.test_planner_properties import PROPERTY, World, worlds

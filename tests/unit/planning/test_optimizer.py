@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from gpufleet.planning.optimizer import ClassNeed, TierOption, optimize
+from gpufleet.planning.optimizer import optimize
+from gpufleet.planning.program import ClassNeed, TierOption
 
 pytestmark = pytest.mark.timeout(2)
 
@@ -124,3 +125,52 @@ def test_blocking_that_only_lowers_utilization_still_allows_sharing_within_it() 
     s = optimize([FAST, CHEAP], [_blocked(0.48), need("batch", 1.0)], None)
     assert s.replicas == {"fast": 1, "cheap": 1}
     assert s.routing["batch"] == {"cheap": 1.0}
+
+
+def _best_effort(yielding: float | None) -> ClassNeed:
+    """realtime, planned best effort on "fast" only: 25% busy at most, never beside batch's
+    prompts; giving way to batch (limit `yielding` there) when that is set."""
+    return ClassNeed(
+        name="realtime",
+        priority=100,
+        rate_rps=2.0,
+        tokens_per_request=400,
+        service_seconds={"fast": 0.1},
+        max_utilization={"fast": 0.25},
+        shared_utilization={"fast": {"batch": 0.0}},
+        yielding_utilization={} if yielding is None else {"fast": {"batch": yielding}},
+    )
+
+
+def _batch_on_fast(rate: float) -> ClassNeed:
+    return ClassNeed("batch", 1, rate, 400, {"fast": 0.1}, {"fast": 0.9})
+
+
+def test_a_best_effort_class_gives_way_where_keeping_apart_leaves_a_class_short() -> None:
+    tiers = [TierOption("fast", 2.0, 0, 4)]
+    kept = optimize(tiers, [_best_effort(None), _batch_on_fast(20.0)], None)
+    assert kept.served == {"realtime": 1.0, "batch": 0.0} and kept.shortage
+    given = optimize(tiers, [_best_effort(0.9), _batch_on_fast(20.0)], None)
+    # 2 x 0.1 + 20 x 0.1 = 2.2 replica-seconds/s at batch's 90%: 3 replicas, not realtime's
+    # 25% (9, above the 4 allowed).
+    assert given.served == {"realtime": 1.0, "batch": 1.0} and not given.shortage
+    assert given.replicas == {"fast": 3}
+    assert given.routing == {"realtime": {"fast": 1.0}, "batch": {"fast": 1.0}}
+
+
+def test_a_best_effort_class_keeps_its_limit_and_its_distance_when_all_are_served() -> None:
+    tiers = [TierOption("fast", 2.0, 0, 4), TierOption("cheap", 0.5, 0, 10)]
+    batch = ClassNeed(
+        "batch", 1, 20.0, 400, {"fast": 0.1, "cheap": 0.2}, {"fast": 0.9, "cheap": 0.9}
+    )
+    s = optimize(tiers, [_best_effort(0.9), batch], None)
+    assert s.replicas == {"fast": 1, "cheap": 5}  # realtime 0.2 of a replica at 25%
+    assert s.routing == {"realtime": {"fast": 1.0}, "batch": {"cheap": 1.0}}
+
+
+def test_giving_way_on_a_capped_tier_serves_the_higher_priority_first() -> None:
+    # One replica: realtime's 0.2 first, then batch up to 90% busy: 7 of its 20 req/s.
+    tiers = [TierOption("fast", 2.0, 0, 1)]
+    s = optimize(tiers, [_best_effort(0.9), _batch_on_fast(20.0)], None)
+    assert s.served["realtime"] == 1.0 and s.shortage
+    assert s.served["batch"] == pytest.approx(0.35, abs=1e-6)

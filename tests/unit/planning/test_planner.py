@@ -299,6 +299,31 @@ def test_no_eligible_tier_is_served_best_effort_and_says_so() -> None:
     assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
 
 
+def test_a_best_effort_class_kept_apart_from_its_own_tier_s_only_class_gives_way() -> None:
+    # No RTX 4090 holds realtime's 100 ms for prompts of 1,525 tokens, and batch's prompts
+    # would block it: kept apart on the only tier, batch was served nothing with 13 of 16
+    # replicas unused. It gives way: batch is served, and the plan says why.
+    s = spec(tiers=[rtx4090()], classes=[realtime(**LONG), batch(**LONG)])
+    p = plan(s, observe(s, {"realtime": 3000, "batch": 5000}), previous({"rtx4090": 1}))
+    assert {c: x.served_fraction for c, x in p.classes.items()} == {
+        "realtime": 1.0,
+        "batch": 1.0,
+    }
+    assert weights(p) == {"realtime": {"rtx4090": 100}, "batch": {"rtx4090": 100}}
+    assert replicas(p)["rtx4090"] < 16
+    assert "realtime: no tier holds its objective" in p.message
+    assert "giving way to batch on rtx4090" in p.message
+    assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
+
+
+def test_a_best_effort_class_is_still_kept_apart_where_the_fleet_allows() -> None:
+    s = spec(classes=[realtime(10, **SHORT), batch(**LONG)])  # 10 ms: best effort
+    p = steady({"realtime": 400, "batch": 2000}, pool_spec=s, running={"h100": 1})
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    assert all(c.served_fraction == 1.0 for c in p.classes.values())
+    assert "giving way" not in p.message
+
+
 # -- zero demand ------------------------------------------------------------------------------
 
 

@@ -10,8 +10,9 @@ import pytest
 
 from gpufleet.api.status import InferencePoolStatus, Reason, Sizing
 from gpufleet.planning import memo, reuse
-from gpufleet.planning.optimizer import ClassNeed, Solution, TierOption, optimize
+from gpufleet.planning.optimizer import Solution, optimize
 from gpufleet.planning.planner import plan
+from gpufleet.planning.program import ClassNeed, TierOption
 from gpufleet.planning.records import Plan
 from tests.unit.planning.factories import at, observe, previous, replicas, spec, status_from
 

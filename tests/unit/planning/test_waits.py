@@ -148,6 +148,38 @@ def test_class_capacities_size_the_learned_class_only() -> None:
     assert sized["realtime"].max_utilization == plain["realtime"].max_utilization
 
 
+@pytest.mark.parametrize(
+    ("other_prompt", "shared"),
+    [
+        pytest.param(None, False, id="prompts-like-its-own-add-no-wait"),
+        pytest.param(1.5, True, id="longer-prompts-wait-on-top"),
+    ],
+)
+def test_a_learned_class_waits_behind_another_s_prompts_only_for_what_is_longer(
+    other_prompt: float | None, shared: bool
+) -> None:
+    # Its queue of prefills is already its own prompts (`waits`): a class of prompts
+    # like them adds nothing on top. Counted as a fixed wait on every request, a realtime
+    # class of the same lognormal prompts held batch to 10% busy beside it on a 4090.
+    models = {"rtx4090": _model("RTX4090")}
+    prompts, outputs = _batch_prompts(20000)
+    mean = float(prompts.mean())
+    classes = [
+        TrafficClass.model_validate({**batch(), "name": "batch"}),
+        TrafficClass.model_validate({**batch(), "name": "other"}),
+    ]
+    shapes = {
+        "batch": (mean, float(outputs.mean())),
+        "other": (mean * (other_prompt or 1.0), float(outputs.mean())),
+    }
+    sized = class_capacities(classes, models, shapes, {"batch": _learned(prompts)}, {"rtx4090": 4})
+    limit = sized["batch"].shared_utilization.get("rtx4090", {}).get("other")
+    if shared:
+        assert limit is not None and 0 < limit < sized["batch"].max_utilization["rtx4090"]
+    else:
+        assert limit is None
+
+
 def _passes(shares: dict[float, float], mean: float, count: int) -> list[Any]:
     """`count` passes 30 s apart, batch (2 s) on RTX 4090s: 4 req/s of these prompts served
     (what the planner learns from), 8 req/s of demand."""
