@@ -124,6 +124,10 @@ class ReplicaModel:
     measured: bool = True  # False for derived profiles (H100 SXM), never presented as measured
     source: str = ""
     capacity_factor: float = 1.0
+    # vLLM's per-step token budget and cap on running sequences on this tier (the
+    # simulator's engine runs them; `profiles.replica_model` sets them per card and flags).
+    max_batched_tokens: int = 2048
+    max_running: int = 256
 
     def with_capacity_factor(self, factor: float) -> ReplicaModel:
         """The same replica running at `factor` (0 < factor <= 1) of the profile's speed."""

@@ -39,12 +39,12 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
 from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch, tensor_parallel_refusal
-from gpufleet.perf.vllm import GIB
+from gpufleet.perf.vllm import GIB, EngineConfig, serving_config, with_flags
 from gpufleet.planning.capacity import Fit, ReplicaModel
 from gpufleet.planning.derived import (
     Moved,
@@ -122,6 +122,28 @@ def builtin_profile(accelerator: Accelerator, size: str, gpus: int) -> BuiltinPr
 
 def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
     """The replica model of a tier serving `model`; raises ProfileNotFound with a hint."""
+    config = scheduler_config(tier, model)
+    return replace(
+        _profiled(tier, model),
+        max_batched_tokens=config.max_num_batched_tokens,
+        max_running=config.max_num_seqs,
+    )
+
+
+def scheduler_config(tier: Tier, model: ModelSpec) -> EngineConfig:
+    """The token budget and running cap vLLM 0.33 takes on this tier: its defaults for the
+    card (a card gpufleet.perf does not know gets those of a small one), then the pool's
+    extraArgs (`gpufleet.perf.vllm`)."""
+    _, card = _accelerator(tier)
+    try:
+        row = card if isinstance(card, Gpu) else gpu(card)
+        config = serving_config(row.memory_gib, row.name)
+    except KeyError:
+        config = serving_config(0.0, "")
+    return with_flags(config, list(model.extra_args))
+
+
+def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
     params = model.size_billions()
     where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
     arch = pool_arch(model)

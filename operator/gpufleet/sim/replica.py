@@ -16,7 +16,9 @@ step per generated token.
 Every parameter comes from the planner's `ReplicaModel` (`engine_params`), none from its
 P99 curve: prefill per token and decode per token (whose sum over a request is the model's
 `service_seconds`, so both saturate at the same rate), the step floor (the profile's TPOT
-at zero load) and the overhead (the profile's zero-load P99 TTFT less the first step). How
+at zero load), the overhead (the profile's zero-load P99 TTFT less the first step), and
+vLLM 0.33's token budget and cap on running sequences for the tier's card and flags
+(8,192 and 1,024 on an H100, 2,048 and 256 on an RTX 4090: `gpufleet.perf.vllm`). How
 P99 grows with load is this simulation's own, checked against the io.net runs in
 `tests/unit/sim/test_replica_vs_ionet.py`.
 
@@ -38,7 +40,8 @@ from typing import Protocol
 
 from gpufleet.planning.capacity import ReplicaModel
 
-# vLLM 0.8 OpenAI-server defaults: chunked prefill budget per step and max running sequences.
+# vLLM's OpenAI-server defaults on a card under 70 GiB: chunked prefill budget per step and
+# max running sequences (a tier's own come with its model: `ReplicaModel.max_batched_tokens`).
 MAX_BATCHED_TOKENS = 2048
 MAX_RUNNING = 256
 
@@ -70,7 +73,12 @@ def engine_params(model: ReplicaModel) -> EngineParams:
     first_step = max(floor, model.prefill_seconds_for(model.prompt_tokens))
     overhead = max(model.ttft_base_seconds(model.prompt_tokens) - floor - first_step, 0.0)
     return EngineParams(
-        step_floor=floor, decode_per_token=decode, prefill_per_token=prefill, overhead=overhead
+        step_floor=floor,
+        decode_per_token=decode,
+        prefill_per_token=prefill,
+        overhead=overhead,
+        max_batched_tokens=model.max_batched_tokens,
+        max_running=model.max_running,
     )
 
 

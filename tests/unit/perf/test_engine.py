@@ -12,7 +12,7 @@ from gpufleet.perf.engine import simulate
 from gpufleet.perf.hardware import gpu
 from gpufleet.perf.models import model
 from gpufleet.perf.roofline import Efficiency, Replica
-from gpufleet.perf.vllm import EngineConfig, default_config
+from gpufleet.perf.vllm import EngineConfig, default_config, serving_config, with_flags
 from gpufleet.perf.workload import poisson_arrivals, sharegpt_lengths
 
 pytestmark = pytest.mark.timeout(5)
@@ -30,6 +30,39 @@ def _work(rate: float, n: int = 200, prompt: float = 206, out: float = 202):  # 
 def test_vllm_085_defaults_by_device_memory() -> None:
     assert default_config(79.6) == EngineConfig(8192, 1024, 0.9, 16)
     assert default_config(23.99) == EngineConfig(2048, 256, 0.9, 16)
+
+
+@pytest.mark.parametrize(
+    ("card", "expected"),
+    [
+        ("H100-PCIe", (8192, 1024)),
+        ("H200", (8192, 1024)),
+        ("A100-80GB", (2048, 256)),  # 80 GB, but vLLM keeps the A100 on the small budget
+        ("L40S", (2048, 256)),
+        ("RTX-4090", (2048, 256)),
+    ],
+)
+def test_vllm_033_server_defaults_by_card(card: str, expected: tuple[int, int]) -> None:
+    row = gpu(card)
+    config = serving_config(row.memory_gib, row.name)
+    assert (config.max_num_batched_tokens, config.max_num_seqs) == expected
+    assert serving_config(180.0, "B200").max_num_batched_tokens == 16384
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], (2048, 256)),
+        (["--max-num-batched-tokens=4096"], (4096, 256)),
+        (["--max-num-seqs", "64", "--max-model-len=8192"], (2048, 64)),
+        (["--performance-mode", "throughput"], (4096, 512)),
+        (["--performance-mode=throughput", "--max-num-seqs=100"], (4096, 100)),
+        (["--max-num-batched-tokens=lots", "--max-num-seqs=0"], (2048, 256)),  # vLLM refuses
+    ],
+)
+def test_vllm_033_flags_replace_the_defaults(args: list[str], expected: tuple[int, int]) -> None:
+    config = with_flags(serving_config(24.0, "RTX-4090"), args)
+    assert (config.max_num_batched_tokens, config.max_num_seqs) == expected
 
 
 def test_every_request_is_served_once_in_order_of_time() -> None:

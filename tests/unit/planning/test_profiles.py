@@ -21,6 +21,7 @@ from gpufleet.planning.profiles import (
     replica_model,
     size_class,
 )
+from gpufleet.sim.replica import engine_params
 from tests.pools import SHARED_DATA
 from tests.unit.planning.factories import LLAMA_8B, tier_spec
 
@@ -294,3 +295,15 @@ def test_spec_profile_overrides_and_is_fitted_to_its_points() -> None:
     for _, p99, tokens in measured:
         predicted = model.ttft_p99_seconds(tokens / 1000, 500, 500)
         assert predicted == pytest.approx(p99 / 1000, rel=FIT_TOLERANCE)
+
+
+def test_a_tier_s_engine_runs_vllm_s_budget_for_its_card_and_the_pool_s_flags() -> None:
+    h100 = replica_model(tier_spec(accelerator="H100-PCIe-80GB"), LLAMA_8B)
+    rtx = replica_model(tier_spec(accelerator="RTX4090"), LLAMA_8B)
+    assert (h100.max_batched_tokens, h100.max_running) == (8192, 1024)
+    assert (rtx.max_batched_tokens, rtx.max_running) == (2048, 256)
+    flagged = LLAMA_8B.model_copy(update={"extra_args": ["--max-num-batched-tokens=512"]})
+    assert replica_model(tier_spec(accelerator="H100-PCIe-80GB"), flagged).max_batched_tokens == 512
+    # The simulator's engine takes them (`sim.replica.engine_params`).
+    assert engine_params(h100).max_batched_tokens == 8192
+    assert engine_params(rtx).max_running == 256
