@@ -8,15 +8,16 @@ another class's longer prompts share the tier (head-of-line blocking,
 against a relaxed objective, a little above the best zero-load P99 any tier offers, so it
 is still served where it is served fastest (`best_effort_seconds`).
 
-Such a class gives way to a class whose objective a tier does hold, where keeping its own
-limit (or keeping apart from the other's prompts) would leave some class short
-(`optimizer`): on that tier it then runs at the other class's limit
-(`yielding_utilization`), its wait accepted. Held to its relaxed objective instead, one
-RTX 4090 tier serving a realtime class (100 ms, about 133 ms at best) beside a batch class
-served batch nothing with 13 of its 16 replicas unused; shared at the relaxed objective,
-it ran 14.7 replica-hours over an hour of the simulator's constant trace, where a fixed
-fleet of five replicas served batch as well (99.0% within 2 s) and realtime nearly so
-(22.1% of its requests within 100 ms against 27.1%, of a ceiling near 23%).
+Where keeping classes apart (or a best-effort class's own limit) would leave some class
+short, a class gives way (`optimizer`, `yielding_utilization`): it shares the tier with
+the other's prompts at its own limit, the wait behind them accepted, rather than leave the
+other unserved. Kept apart, one H100 tier serving realtime (100 ms) beside batch's longer
+prompts served batch nothing, as did one RTX 4090 tier serving a realtime class no 4090
+holds in 100 ms. A best-effort class gives way further, to the limit of a class whose
+objective the tier holds: held to its relaxed objective on that 4090 tier, it ran 14.7
+replica-hours over an hour of the simulator's constant trace, where a fixed fleet of five
+replicas served batch as well (99.0% of its requests within 2 s) and realtime nearly so
+(22.1% within 100 ms against 27.1%, of a ceiling near 23%).
 
 The planner computes this at the classes' mean request shape; the simulator's oracle at
 each interval's actual shape. Both then ask the optimizer with `ClassCapacity.need`.
@@ -57,9 +58,9 @@ class ClassCapacity:
     # Tiers where sizing over the prompt lengths (`waits`) lowered max_utilization: tier ->
     # the limit at the mean prompt, for the message.
     at_mean: Mapping[str, float] = field(default_factory=dict)
-    # A best-effort class only: tier -> other class (one a tier holds the objective of) ->
-    # that class's limit there, where it is above this one's: what the tier may run at when
-    # this class gives way to it.
+    # tier -> other class -> this class's limit when it gives way to the other there (its
+    # limit alone, or for a best-effort class the other's where higher), only where that
+    # is above its limit beside the other (see the module docstring).
     yielding_utilization: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     @property
@@ -136,34 +137,22 @@ def class_capacities(
         shared: dict[str, dict[str, float]] = {}
         yielding: dict[str, dict[str, float]] = {}
         for tier, alone in rho.items():
-            model = models[tier]
             for other in classes:
                 theirs = planned[other.name][3].get(tier, 0.0)
                 if other is cls or theirs <= 0:
                     continue
-                if best_effort is not None and planned[other.name][1] is None and theirs > alone:
-                    yielding.setdefault(tier, {})[other.name] = theirs
-                blocking = blocking_seconds(model, [shape[other.name]])
-                if blocking <= 0:
-                    continue
-                limited = model.max_utilization(
-                    objective, *shape[cls.name], blocking_seconds=blocking
+                learned = lengths.get(cls.name) if best_effort is None else None
+                behind = _behind(
+                    models, tier, objective, shape, cls.name, other.name, learned, servers
                 )
-                if cls.name in lengths and best_effort is None:
-                    # Its queue of prefills is its own prompts' already (`waits`): only
-                    # the other's longer ones wait on top.
-                    longer = blocking - blocking_seconds(model, [shape[cls.name]])
-                    limited = waits.limited(
-                        {tier: limited},
-                        models,
-                        lengths[cls.name],
-                        shape[cls.name][1],
-                        objective,
-                        servers or {},
-                        {tier: max(longer, 0.0)},
-                    )[tier]
+                limited = min(alone, behind)
                 if limited < alone - 1e-9:
                     shared.setdefault(tier, {})[other.name] = limited
+                give = alone  # what it takes when it gives way (see the module docstring)
+                if best_effort is not None and planned[other.name][1] is None:
+                    give = max(alone, theirs)
+                if give > limited + 1e-9:
+                    yielding.setdefault(tier, {})[other.name] = give
         capacities[cls.name] = ClassCapacity(
             name=cls.name,
             priority=cls.priority,
@@ -194,3 +183,30 @@ def _alone(
         best_effort = objective = floor * BEST_EFFORT_SLACK
         rho = {n: m.max_utilization(objective, *shape) for n, m in models.items()}
     return objective, best_effort, service, {n: r for n, r in rho.items() if r > 0}
+
+
+def _behind(
+    models: Mapping[str, ReplicaModel],
+    tier: str,
+    objective: float,
+    shape: Mapping[str, Shape],
+    cls: str,
+    other: str,
+    lengths: Distribution | None,
+    servers: Mapping[str, int] | None,
+) -> float:
+    """The class's utilization limit on `tier` when `other`'s prompts share it (its limit
+    alone, or above, when they do not block it)."""
+    model = models[tier]
+    blocking = blocking_seconds(model, [shape[other]])
+    if blocking <= 0:
+        return 1.0
+    limited = model.max_utilization(objective, *shape[cls], blocking_seconds=blocking)
+    if lengths is None:
+        return limited
+    # Its queue of prefills is its own prompts' already (`waits`): only the other's longer
+    # ones wait on top.
+    longer = max(blocking - blocking_seconds(model, [shape[cls]]), 0.0)
+    return waits.limited(
+        {tier: limited}, models, lengths, shape[cls][1], objective, servers or {}, {tier: longer}
+    )[tier]

@@ -299,16 +299,23 @@ class Report:
                 f"{cls.ttft_p99_objective_milliseconds} ms objective even at low load)"
             )
         for name, capacity in self.capacities.items():
+            sharing = self._giving_way(name)
             if capacity.best_effort_seconds is not None:
                 notes.append(
                     f"{name}: no tier holds its objective, served best effort "
-                    f"(~{ms(capacity.best_effort_seconds)}){self._giving_way(name)}"
+                    f"(~{ms(capacity.best_effort_seconds)})"
+                    + (f", giving way to {sharing}" if sharing else "")
+                )
+            elif sharing:
+                notes.append(
+                    f"{name} waits behind the prompts of {sharing} "
+                    "(kept apart, they could not all be served)"
                 )
         return notes
 
     def _giving_way(self, name: str) -> str:
-        """', giving way to batch on rtx4090' where a best-effort class shares a tier with
-        a class it is otherwise kept apart from (`optimizer`)."""
+        """'batch on rtx4090' where a class shares a tier with a class it would otherwise be
+        kept apart from, or limited further beside (`optimizer`); '' where none."""
         given = self.capacities[name].yielding_utilization
         sharing = [
             f"{other} on {tier}"
@@ -317,9 +324,7 @@ class Report:
             for other in others
             if other in self.classes and self.classes[other].weights.get(tier, 0) > 0
         ]
-        if not sharing:
-            return ""
-        return f", giving way to {', '.join(sharing)} (kept apart, they could not all be served)"
+        return ", ".join(sharing)
 
 
 def early_pass(message: str, why: str) -> str:

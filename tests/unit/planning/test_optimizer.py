@@ -174,3 +174,26 @@ def test_giving_way_on_a_capped_tier_serves_the_higher_priority_first() -> None:
     s = optimize(tiers, [_best_effort(0.9), _batch_on_fast(20.0)], None)
     assert s.served["realtime"] == 1.0 and s.shortage
     assert s.served["batch"] == pytest.approx(0.35, abs=1e-6)
+
+
+def test_a_class_only_short_of_capacity_does_not_make_another_give_way() -> None:
+    # realtime on "fast" (up to 4 replicas), kept from batch's prompts there; batch also
+    # has "cheap" (1 replica): short, but served in part. realtime does not give way.
+    tiers = [TierOption("fast", 2.0, 0, 4), TierOption("cheap", 0.5, 0, 1)]
+    realtime = ClassNeed(
+        "realtime",
+        100,
+        2.0,
+        400,
+        {"fast": 0.1},
+        {"fast": 0.5},
+        shared_utilization={"fast": {"batch": 0.0}},
+        yielding_utilization={"fast": {"batch": 0.5}},
+    )
+    batch = ClassNeed(
+        "batch", 1, 20.0, 400, {"fast": 0.1, "cheap": 0.2}, {"fast": 0.9, "cheap": 0.9}
+    )
+    s = optimize(tiers, [realtime, batch], None)
+    assert s.shortage and s.served["realtime"] == 1.0
+    assert s.served["batch"] == pytest.approx(0.9 / 0.2 / 20.0, abs=1e-5)  # one cheap replica
+    assert s.routing["batch"] == {"cheap": 1.0}

@@ -316,6 +316,19 @@ def test_a_best_effort_class_kept_apart_from_its_own_tier_s_only_class_gives_way
     assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
 
 
+def test_a_strict_class_kept_apart_from_the_only_tier_shares_it_rather_than_starve_batch() -> None:
+    # realtime holds 100 ms on an H100 but not behind batch's 1,525-token prefills: kept
+    # apart on the one tier there is, batch was served nothing.
+    s = spec(tiers=[h100(maxReplicas=8)], classes=[realtime(**SHORT), batch(**LONG)])
+    p = plan(s, observe(s, {"realtime": 400, "batch": 2000}), previous({"h100": 1}))
+    assert all(c.served_fraction == 1.0 for c in p.classes.values())
+    assert weights(p) == {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    assert "realtime waits behind the prompts of batch on h100" in p.message
+    predicted = p.classes["realtime"].predicted_ttft_p99_seconds
+    assert predicted is not None and predicted > 0.1  # the wait is told, not hidden
+    assert p.objectives.status is False
+
+
 def test_a_best_effort_class_is_still_kept_apart_where_the_fleet_allows() -> None:
     s = spec(classes=[realtime(10, **SHORT), batch(**LONG)])  # 10 ms: best effort
     p = steady({"realtime": 400, "batch": 2000}, pool_spec=s, running={"h100": 1})
