@@ -48,6 +48,7 @@ class Report:
     protected: Mapping[str, int]
     shortage: bool
     waiting: list[str]
+    given_way: frozenset[str] = frozenset()  # classes the optimizer planned as giving way
     initial: bool = False
     held: bool = False
     kept_since: datetime | None = None  # the optimizer's answer kept, solved then (`reuse`)
@@ -316,6 +317,8 @@ class Report:
     def _giving_way(self, name: str) -> str:
         """'batch on rtx4090' where a class shares a tier with a class it would otherwise be
         kept apart from, or limited further beside (`optimizer`); '' where none."""
+        if name not in self.given_way:
+            return ""
         given = self.capacities[name].yielding_utilization
         sharing = [
             f"{other} on {tier}"

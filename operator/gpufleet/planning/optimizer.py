@@ -68,6 +68,7 @@ class Solution:
     cost_per_hour: float
     shortage: bool  # some class could not be fully served
     optimal: bool  # False when the solver ran out of time (the best found is returned)
+    given_way: tuple[str, ...] = ()  # classes planned as giving way (see the module doc)
 
 
 # Solutions by their exact inputs. An idle pool asks for the same program every pass, and
@@ -125,6 +126,7 @@ def _copy(solution: Solution) -> Solution:
         cost_per_hour=solution.cost_per_hour,
         shortage=solution.shortage,
         optimal=solution.optimal,
+        given_way=solution.given_way,
     )
 
 
@@ -136,6 +138,7 @@ def _optimize(
     layout = layout_for(tiers, active)
     result = _solve(layout, budget_per_hour, served_at_least=full, maximize=None)
     shortage = result is None
+    given_way: tuple[str, ...] = ()
     if result is None:
         result = _by_priority(layout, budget_per_hour)
         starved = any(result.served.get(c.name, 0.0) <= _SERVED_TOLERANCE for c in active)
@@ -145,6 +148,7 @@ def _optimize(
             other = other or _by_priority(given, budget_per_hour)
             if _serves_more(other, result, active):
                 result = other
+                given_way = tuple(c.name for c in active if c.yielding_utilization)
                 shortage = False  # from what it serves, below
     served = dict(result.served)
     for c in classes:
@@ -157,6 +161,7 @@ def _optimize(
         cost_per_hour=result.cost_per_hour,
         shortage=shortage,
         optimal=result.optimal,
+        given_way=given_way,
     )
 
 

@@ -424,6 +424,7 @@ def _finish(
         cost_per_million_tokens=per_million,
         protected=dict(protected or {}),
         shortage=bool(solution and solution.shortage),
+        given_way=frozenset(solution.given_way if solution else ()),
         waiting=list(waiting or []),
         initial=initial,
         held=held,

@@ -150,10 +150,12 @@ def test_a_best_effort_class_gives_way_where_keeping_apart_leaves_a_class_short(
     tiers = [TierOption("fast", 2.0, 0, 4)]
     kept = optimize(tiers, [_best_effort(None), _batch_on_fast(20.0)], None)
     assert kept.served == {"realtime": 1.0, "batch": 0.0} and kept.shortage
+    assert kept.given_way == ()
     given = optimize(tiers, [_best_effort(0.9), _batch_on_fast(20.0)], None)
     # 2 x 0.1 + 20 x 0.1 = 2.2 replica-seconds/s at batch's 90%: 3 replicas, not realtime's
     # 25% (9, above the 4 allowed).
     assert given.served == {"realtime": 1.0, "batch": 1.0} and not given.shortage
+    assert given.given_way == ("realtime",)
     assert given.replicas == {"fast": 3}
     assert given.routing == {"realtime": {"fast": 1.0}, "batch": {"fast": 1.0}}
 
@@ -164,6 +166,7 @@ def test_a_best_effort_class_keeps_its_limit_and_its_distance_when_all_are_serve
         "batch", 1, 20.0, 400, {"fast": 0.1, "cheap": 0.2}, {"fast": 0.9, "cheap": 0.9}
     )
     s = optimize(tiers, [_best_effort(0.9), batch], None)
+    assert s.given_way == ()
     assert s.replicas == {"fast": 1, "cheap": 5}  # realtime 0.2 of a replica at 25%
     assert s.routing == {"realtime": {"fast": 1.0}, "batch": {"cheap": 1.0}}
 

@@ -337,6 +337,15 @@ def test_a_best_effort_class_is_still_kept_apart_where_the_fleet_allows() -> Non
     assert "giving way" not in p.message
 
 
+def test_classes_sharing_a_tier_by_choice_are_not_said_to_give_way() -> None:
+    # 200 ms holds beside batch's prompts up to a lower utilization (87% against 95%): one
+    # H100 serves both, the optimizer's own choice, not a fallback.
+    s = spec(classes=[realtime(200, **SHORT), batch(30000, **LONG)])
+    p = steady({"realtime": 400, "batch": 1000}, pool_spec=s, running={"h100": 1})
+    assert weights(p)["batch"].get("h100", 0) > 0
+    assert "waits behind" not in p.message
+
+
 # -- zero demand ------------------------------------------------------------------------------
 
 
