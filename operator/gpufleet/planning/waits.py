@@ -63,7 +63,8 @@ on classes whose short prompts leave a small slack; long prompts, which set the 
 moment wherever lengths vary, are served a chunk at a time as modelled.
 
 Only classes whose objective a typical prompt clears with room (the tier's reach at least
-`contention.TYPICAL_AHEAD` times the class's mean prompt) are sized here. A tight class
+`contention.TYPICAL_AHEAD` times the class's mean prompt) are sized here (`contention` may
+size them too, where the tier serves longer prompts than theirs). A tight class
 (100 ms for prompts of about a thousand tokens) misses mostly for the one prefill in
 progress when it arrives, which `contention` sizes; its slack is too short for the
 exponential tail above, which over-counts those misses.
