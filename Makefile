@@ -88,6 +88,10 @@ bench-hedging: install ## Simulator: gpufleet with and without hedgePreemptible,
 profiles: install ## Re-derive the built-in performance profiles from the io.net runs
 	$(PY) tools/derive_profiles.py
 
+.PHONY: bench-pools
+bench-pools: install ## Simulator: gpufleet vs static-split and the oracle on other pool shapes (one tier, three, loose objectives); writes BENCHMARKS.md
+	$(PY) tools/bench_pools.py
+
 .PHONY: bench-daily
 bench-daily: install ## Simulator: a 09:00 step every day, day one against the days after (the daily pattern); writes BENCHMARKS.md
 	$(PY) tools/bench_daily.py
@@ -109,7 +113,7 @@ bench-operator: tools ## Operator: 1,000 pools on one process, 2,000 on 4 sharde
 	$(PY) tools/bench_operator.py --pools 1000 --sharded-pools 2000 --replicas 4 --shards 8
 
 .PHONY: bench
-bench: bench-planner bench-model bench-profiles bench-sim bench-daily bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
+bench: bench-planner bench-model bench-profiles bench-sim bench-pools bench-daily bench-hedging bench-operator ## Every benchmark, ratios side by side (BENCHMARKS.md)
 
 .PHONY: demo
 demo: tools ## The closed loop: plane, Prometheus, fleet twin and operator under a load story (~6 min)

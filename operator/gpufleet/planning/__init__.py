@@ -2,7 +2,8 @@
 
 Where each thing is decided:
 - replicas per tier and weights per class: `planner.plan(spec, observation, previous)`,
-  the one entry point (its steps: `feedback`, `classes`, `bounds`, `optimizer`, `replicas`,
+  the one entry point (its steps: `feedback`, `classes`, `bounds`, `optimizer` (its
+  program's inputs and layout in `program`), `replicas`,
   `stabilization`, `routing`; a preemptible tier's loss rate and margin in `hedging`;
   the replicas a tight objective needs against waits behind prefills in `contention`;
   a loose class's utilization limits over its learned prompt lengths in `waits`;
