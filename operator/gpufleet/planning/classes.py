@@ -9,9 +9,9 @@ against a relaxed objective, a little above the best zero-load P99 any tier offe
 is still served where it is served fastest (`best_effort_seconds`).
 
 Where keeping classes apart (or a best-effort class's own limit) would leave some class
-short, a class gives way (`optimizer`, `yielding_utilization`): it shares the tier with
-the other's prompts at its own limit, the wait behind them accepted, rather than leave the
-other unserved. Kept apart, one H100 tier serving realtime (100 ms) beside batch's longer
+with nothing, a class gives way (`optimizer`, `yielding_utilization`): it shares the tier
+with the other's prompts at its own limit, the wait behind them accepted, rather than
+leave the other unserved. Kept apart, one H100 tier serving realtime (100 ms) beside batch's longer
 prompts served batch nothing, as did one RTX 4090 tier serving a realtime class no 4090
 holds in 100 ms. A best-effort class gives way further, to the limit of a class whose
 objective the tier holds: held to its relaxed objective on that 4090 tier, it ran 14.7
