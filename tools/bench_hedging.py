@@ -254,15 +254,11 @@ CAVEAT = (
 )
 
 
-def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def section(
     totals: Sequence[Totals], setting: Setting, meta: Mapping[str, Any], wall: float
 ) -> str:
+    from tools.benchmarks_md import markdown_table
+
     header, rows = table_rows(totals)
     template = command("POOL", 0, 60.0, setting)
     template[template.index("--seed") + 1] = "SEED"
@@ -290,7 +286,7 @@ the same node losses per slot for a seed. Scale-downs drain for the pool's drain
 (derived: {meta["drainSeconds"]} s). Attainment is over every request of every seed.
 **Wall time: {wall:.1f} s.**
 
-{_markdown_table(header, rows)}
+{markdown_table(header, rows)}
 
 {said}
 

@@ -195,13 +195,9 @@ def findings(cases: Sequence[Case]) -> list[str]:
     return said
 
 
-def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def section(cases: Sequence[Case], wall: float) -> str:
+    from tools.benchmarks_md import markdown_table
+
     header, rows = table_rows(cases)
     template = command("POOL", "ASSIGN")
     date = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
@@ -221,7 +217,7 @@ of the fastest tier serves in time), then per policy $/Mtok, SLO attainment per 
 cold starts and replica-hours per tier. The targets of the suite are not applied here; the
 oracle is the reference. **Wall time: {wall:.1f} s.**
 
-{_markdown_table(header, rows)}
+{markdown_table(header, rows)}
 
 {said}"""
 

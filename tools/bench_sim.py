@@ -543,12 +543,6 @@ def passed_count(cases: Sequence[Case]) -> tuple[int, int]:
     return sum(t.passed for t in found), len(found)
 
 
-def _markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def miss_line(case: Case, target: Target) -> str:
     line = f"**MISS** {case.label}, {target.name}: {target.detail}"
     return line + (f". Why: {target.reason}." if target.reason else ".")
@@ -556,13 +550,15 @@ def miss_line(case: Case, target: Target) -> str:
 
 def suite_markdown(cases: Sequence[Case]) -> str:
     """The results table, the verdicts table and every MISS with its reason."""
+    from tools.benchmarks_md import markdown_table
+
     header, rows = results_rows(cases)
     v_header, v_rows, misses = verdict_rows(cases)
     passed, total = passed_count(cases)
     parts = [
-        _markdown_table(header, rows),
+        markdown_table(header, rows),
         f"gpufleet meets {passed} of {total} targets:",
-        _markdown_table(v_header, v_rows),
+        markdown_table(v_header, v_rows),
     ]
     if misses:
         parts.append("\n".join(f"- {miss_line(case, t)}" for case, t in misses))

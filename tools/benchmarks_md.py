@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "BENCHMARKS.md"
@@ -22,3 +23,10 @@ def write_section(name: str, body: str, path: Path = BENCHMARKS) -> None:
         path.write_text(head + text + tail)
     else:
         path.write_text(current.rstrip("\n") + "\n\n" + text + "\n")
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub Markdown table: the header, its rule, one line per row."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
