@@ -25,7 +25,8 @@ otherwise:
 
 The reference is the demand the answer was solved for, not last pass's: a demand that
 creeps down is re-solved once it has fallen TOLERANCE below it. An answer with a
-shortage (priority-ordered) or cut short by the time limit is never kept.
+shortage (priority-ordered), one where classes gave way (it breaks the program it would be
+checked against, so it could never hold), or one cut short by the time limit is never kept.
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def solve(
         if solution is not None:
             return solution, previous, True
     solution = optimize(options, needs, budget)
-    if solution.shortage or not solution.optimal:
+    if solution.shortage or solution.given_way or not solution.optimal:
         return solution, None, False
     return solution, sizing(now, digest, needs, solution), False
 

@@ -180,6 +180,26 @@ def test_an_answer_with_a_shortage_is_not_kept() -> None:
     assert short.shortage and sizing is None
 
 
+def test_an_answer_where_a_class_gave_way_is_not_kept() -> None:
+    # realtime, kept from batch's prompts on the one tier, gives way rather than leave
+    # batch with nothing (`optimizer`); that split breaks the program `kept` checks.
+    realtime = ClassNeed(
+        "realtime",
+        100,
+        2.0,
+        100,
+        {"cheap": 1.0},
+        {"cheap": 0.5},
+        shared_utilization={"cheap": {"batch": 0.0}},
+        yielding_utilization={"cheap": {"batch": 0.5}},
+    )
+    batch = ClassNeed("batch", 1, 2.0, 100, {"cheap": 1.0}, {"cheap": 0.9})
+    with memo.bypassed():
+        given, sizing, _ = _solve([CHEAP], [realtime, batch], None)
+    assert given.given_way == ("realtime",) and not given.shortage
+    assert sizing is None
+
+
 # -- the planner -------------------------------------------------------------------------
 
 
