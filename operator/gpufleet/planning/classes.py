@@ -143,7 +143,13 @@ def class_capacities(
                     continue
                 learned = lengths.get(cls.name) if best_effort is None else None
                 behind = _behind(
-                    models, tier, objective, shape, cls.name, other.name, learned, servers
+                    models,
+                    tier,
+                    objective,
+                    shape,
+                    (cls.name, other.name),
+                    (learned, lengths.get(other.name)),
+                    servers,
                 )
                 limited = min(alone, behind)
                 if limited < alone - 1e-9:
@@ -190,23 +196,30 @@ def _behind(
     tier: str,
     objective: float,
     shape: Mapping[str, Shape],
-    cls: str,
-    other: str,
-    lengths: Distribution | None,
+    pair: tuple[str, str],
+    lengths: tuple[Distribution | None, Distribution | None],
     servers: Mapping[str, int] | None,
 ) -> float:
     """The class's utilization limit on `tier` when `other`'s prompts share it (its limit
-    alone, or above, when they do not block it)."""
+    alone, or above, when they do not block it). `lengths`: the learned prompt lengths of
+    the class and of the other, where known."""
+    (cls, other), (own, theirs) = pair, lengths
     model = models[tier]
     blocking = blocking_seconds(model, [shape[other]])
     if blocking <= 0:
         return 1.0
     limited = model.max_utilization(objective, *shape[cls], blocking_seconds=blocking)
-    if lengths is None:
+    if own is None:
         return limited
+    if theirs is not None:
+        # The queue it waits in may be all the other's prompts, their tail included.
+        queue = {tier: (theirs, shape[other][1])}
+        return waits.limited(
+            {tier: limited}, models, own, shape[cls][1], objective, servers or {}, queues=queue
+        )[tier]
     # Its queue of prefills is its own prompts' already (`waits`): only the other's longer
     # ones wait on top.
     longer = max(blocking - blocking_seconds(model, [shape[cls]]), 0.0)
     return waits.limited(
-        {tier: limited}, models, lengths, shape[cls][1], objective, servers or {}, {tier: longer}
+        {tier: limited}, models, own, shape[cls][1], objective, servers or {}, {tier: longer}
     )[tier]
