@@ -9,7 +9,7 @@ objective even at low load)". The conditions are decided in `conditions`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from gpufleet.api.status import Reason
@@ -49,6 +49,8 @@ class Report:
     shortage: bool
     waiting: list[str]
     given_way: frozenset[str] = frozenset()  # classes the optimizer planned as giving way
+    # class -> tiers its traffic also goes to, Ready replicas the optimizer left idle
+    spread: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     initial: bool = False
     held: bool = False
     kept_since: datetime | None = None  # the optimizer's answer kept, solved then (`reuse`)
@@ -156,6 +158,11 @@ class Report:
             notes.append(f"{name} keeps {count} until its traffic has moved")
         for name in self.waiting:
             notes.append(f"{name} moves as replicas become Ready")
+        for name, onto in self.spread.items():
+            notes.append(
+                f"{name} also sent to the Ready replicas of {', '.join(onto)} "
+                "(running anyway: a burst meets them all)"
+            )
         notes += self._ineligible_notes()
         notes += self.missing_profile.values()
         over = cost_objective_exceeded(self.inputs.spec, self.cost_per_million_tokens)

@@ -18,7 +18,8 @@ status) carries. One pass, each step a function of the values before it:
    preemptible tier adds the replicas it expects to lose within a lead time (`hedging`);
    the replica steps shape what each Deployment asks for (`replicas`, `stabilization`).
 5. Weights: what the optimizer serves, overflow kept off higher-priority tiers, moved only
-   onto Ready replicas, as integers (`routing`).
+   onto Ready replicas, spread over the Ready replicas a class has to itself, as integers
+   (`routing`).
 6. Cost, $/Mtok, energy, predicted P99 per class (`predict`) and the reason and message
    (`explain`). The conditions are decided from the Plan by `conditions`.
 """
@@ -45,7 +46,13 @@ from gpufleet.planning.profiles import ProfileNotFound, replica_model
 from gpufleet.planning.program import TierOption
 from gpufleet.planning.prompts import ClassPrompts, for_pass, tier_distribution
 from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
-from gpufleet.planning.replicas import asks, keep_serving, protect_traffic, within_budget
+from gpufleet.planning.replicas import (
+    asks,
+    keep_serving,
+    protect_traffic,
+    undo_nothing_yet,
+    within_budget,
+)
 from gpufleet.planning.routing import shed_overflow, weights_for
 from gpufleet.planning.stabilization import (
     Load,
@@ -175,7 +182,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
         for n, d in decisions.items()
     }
-    target = _undo_nothing_yet(inputs, target, bounds.ask_upper)
+    target = undo_nothing_yet(inputs, target, bounds.ask_upper)
     drained = {n: max(target[n] - decisions[n].replicas, 0) for n in names}
     target, protected = protect_traffic(
         inputs, bounds, target, _loads(inputs, capacities, rates, 1 + inputs.headroom)
@@ -194,6 +201,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     coming = frozenset(n for n in names if ready[n] < target[n])
     priority = {c.name: c.priority for c in inputs.classes}
     routed = route_on_ready(targets, actual, ready, live, names, priority, coming)
+    routed, spread = routing.spread(routed, targets, ready, capacities)
     weights = routing.settle(
         inputs,
         {
@@ -219,6 +227,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         solution=solution,
         cover=cover,
         waiting=waiting,
+        spread=spread,
         forecasts=forecasts,
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
@@ -227,27 +236,6 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         sizing=sizing,
         reused=reused,
     )
-
-
-def _undo_nothing_yet(
-    inputs: Inputs, target: Mapping[str, int], upper: Mapping[str, int]
-) -> dict[str, int]:
-    """A pass woken by an event within half an interval of the last decision does not delete
-    the replicas that decision started, while they start (as the forecast's history moves
-    once an interval): demand and queues read a second apart differ by noise, and a replica
-    created and deleted within it serves nothing (seen in the demo's realtime surge: h100
-    3->4, then 4->3 one second later)."""
-    decided = inputs.previous.last_decision
-    if decided is None:
-        return dict(target)
-    since = (inputs.now - decided.time).total_seconds()
-    if not 0 <= since < inputs.spec.scaling.interval_seconds / 2:
-        return dict(target)
-    out = dict(target)
-    for t in inputs.previous.tiers:
-        if t.name in out and t.desired_replicas > inputs.seen(t.name).ready_replicas:
-            out[t.name] = min(max(out[t.name], t.desired_replicas), upper[t.name])
-    return out
 
 
 def _initial(inputs: Inputs, fleet: Fleet) -> Plan:
@@ -345,6 +333,7 @@ def _finish(
     solution: Solution | None = None,
     cover: Mapping[str, float] | None = None,
     waiting: list[str] | None = None,
+    spread: Mapping[str, tuple[str, ...]] | None = None,
     initial: bool = False,
     held: bool = False,
     forecasts: Mapping[str, forecast.ClassForecast] | None = None,
@@ -426,6 +415,7 @@ def _finish(
         shortage=bool(solution and solution.shortage),
         given_way=frozenset(solution.given_way if solution else ()),
         waiting=list(waiting or []),
+        spread=spread or {},
         initial=initial,
         held=held,
         kept_since=sizing.time if reused and sizing else None,

@@ -133,3 +133,24 @@ def within_budget(
         while inputs.cost(result) > budget + 1e-9 and result[name] > 0:
             result[name] -= 1
     return result
+
+
+def undo_nothing_yet(
+    inputs: Inputs, target: Mapping[str, int], upper: Mapping[str, int]
+) -> dict[str, int]:
+    """A pass woken by an event within half an interval of the last decision does not delete
+    the replicas that decision started, while they start (as the forecast's history moves
+    once an interval): demand and queues read a second apart differ by noise, and a replica
+    created and deleted within it serves nothing (seen in the demo's realtime surge: h100
+    3->4, then 4->3 one second later)."""
+    decided = inputs.previous.last_decision
+    if decided is None:
+        return dict(target)
+    since = (inputs.now - decided.time).total_seconds()
+    if not 0 <= since < inputs.spec.scaling.interval_seconds / 2:
+        return dict(target)
+    out = dict(target)
+    for t in inputs.previous.tiers:
+        if t.name in out and t.desired_replicas > inputs.seen(t.name).ready_replicas:
+            out[t.name] = min(max(out[t.name], t.desired_replicas), upper[t.name])
+    return out

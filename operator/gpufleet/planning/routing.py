@@ -2,7 +2,9 @@
 
 The optimizer splits what it serves of each class over tiers; `shed_overflow` decides
 where an under-served class's remainder goes, `stabilization.route_on_ready` moves
-traffic only onto Ready replicas (make before break), and `weights_for` turns shares into
+traffic only onto Ready replicas (make before break), `spread` sends a class's traffic to
+every Ready replica it has to itself (held ones too, not only those sized for it now), and
+`weights_for` turns shares into
 integer weights that sum to 100, keeping the live weights when the change is rounding;
 `settle` keeps every class's live weights when they moved by a few points only and still
 carry the planned demand on the Ready replicas (no route write, no Event, no flapping).
@@ -61,6 +63,58 @@ def shed_overflow(
             for tier, share in shares.items()
         }
     return result
+
+
+def spread(
+    routed: Mapping[str, Mapping[str, float]],
+    targets: Mapping[str, Mapping[str, float]],
+    ready: Mapping[str, int],
+    capacities: Mapping[str, ClassCapacity],
+) -> tuple[dict[str, dict[str, float]], dict[str, tuple[str, ...]]]:
+    """Each class's traffic on tiers no other class is sent to, spread over all such tiers'
+    Ready replicas it is eligible on, in proportion to what each carries of it at its limit;
+    with the tiers each class was spread onto beyond the optimizer's.
+
+    The optimizer splits a class over the replicas it sizes for the demand now. Replicas
+    held for a burst, by the scale-down delay, or at minReplicas are Ready and paid for
+    anyway, but got no traffic, so a burst within the interval met only the sized ones: on
+    three tiers (H100, RTX 4090, L40S; bursts trace), batch sent all to one L40S while four
+    RTX 4090s waited out their delay had 182 of 221 requests late in a burst. Equal shares of
+    each tier's limit never load any tier more than the optimizer's split does, and cost
+    nothing. Tiers another class is sent to (or planned for) keep their share as planned:
+    the traffic there is sized against that class's objective too.
+    """
+    result = {c: dict(shares) for c, shares in routed.items()}
+    onto: dict[str, tuple[str, ...]] = {}
+    for cls, shares in routed.items():
+        capacity = capacities[cls]
+        others = {
+            t
+            for o, theirs in [*routed.items(), *targets.items()]
+            if o != cls
+            for t, v in theirs.items()
+            if v > 0
+        }
+        own = {t: v for t, v in shares.items() if v > 0 and t not in others}
+        mass = sum(own.values())
+        if mass <= 0 or any(ready.get(t, 0) <= 0 for t in own):
+            continue
+        room = {
+            t: ready[t] * capacity.max_utilization[t] / capacity.service_seconds[t]
+            for t in capacity.eligible
+            if t not in others and ready.get(t, 0) > 0 and capacity.service_seconds.get(t, 0) > 0
+        }
+        if not set(own) <= set(room) or len(room) < 2:
+            continue
+        total = sum(room.values())
+        result[cls] = {
+            **{t: v for t, v in shares.items() if t not in own},
+            **{t: mass * r / total for t, r in room.items()},
+        }
+        added = tuple(t for t in room if t not in own)
+        if added:
+            onto[cls] = added
+    return result, onto
 
 
 def weights_for(
