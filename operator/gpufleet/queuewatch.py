@@ -26,7 +26,13 @@ second no lower:
   realtime step (two runs); with this too, 3 and 4 s after it.
 
 Each early pass raises the bars for the next (they are taken again at every pass), so a
-surge that keeps growing wakes the pool a handful of times, not every period. A pass that
+surge that keeps growing wakes the pool a handful of times, not every period. An early
+pass that changed nothing (it read its window a few seconds into the step, when the
+demand over it had hardly moved) leaves the bars where they were, so the surge wakes the
+pool again at the next check that still shows it, at most `QUIET_EARLY_PASSES` times in a
+row: in the closed loop, a sixfold realtime step on an interval of 120 s woke a pass 3 s
+after it that kept one H100, and with the bars raised to what that pass saw, the rest of
+the step never doubled them; the H100s waited for the next interval. A pass that
 moves a class onto a tier raises that tier's level to what its new weights send there
 (the class's measured prompt tokens/s times its new share), so the traffic a pass moved
 is not read as a surge that wakes another. The pass a surge starts is an ordinary pass
@@ -52,6 +58,7 @@ GROWTH = 2.0
 LEVEL_ALPHA = 0.2  # weight of a check in the smoothed levels of prompt tokens and requests
 MIN_REQUESTS_IN_WINDOW = 20.0  # a window's tokens vary by about 1/sqrt(count/2) at random
 WINDOW_CHECKS = 5  # the window of prompt tokens/s, in periods: a step shows within seconds
+QUIET_EARLY_PASSES = 3  # early passes in a row that may change nothing and keep the bars
 
 Key = tuple[str, str]
 
@@ -148,13 +155,27 @@ class QueueWatch:
     _level: dict[Key, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     _at_last_pass: dict[Key, dict[str, AtLastPass]] = field(default_factory=dict)
     _woken: set[Key] = field(default_factory=set)  # woken; their pass has not run yet
+    _quiet: dict[Key, int] = field(default_factory=dict)  # early passes in a row that did nothing
 
-    def passed(self, namespace: str, name: str, sent: Mapping[str, float] | None = None) -> None:
+    def passed(
+        self,
+        namespace: str,
+        name: str,
+        sent: Mapping[str, float] | None = None,
+        acted: bool = True,
+    ) -> None:
         """A pass of the pool ran: what its tiers showed then is the bars' new base. `sent`:
         the prompt tokens/s the pass's weights send each tier; where that is more than the
-        tier's level, it is the level (traffic the pass moved there is no surge)."""
+        tier's level, it is the level (traffic the pass moved there is no surge). An early
+        pass that did not `act` (no object applied or deleted) keeps the bars as they were,
+        up to QUIET_EARLY_PASSES in a row (see the module docstring)."""
         key = (namespace, name)
+        early = key in self._woken
         self._woken.discard(key)
+        if early and not acted and self._quiet.get(key, 0) < QUIET_EARLY_PASSES:
+            self._quiet[key] = self._quiet.get(key, 0) + 1
+            return
+        self._quiet.pop(key, None)
         level = self._level.get(key, {})
         sent = sent or {}
         bases = {}
@@ -188,6 +209,8 @@ class QueueWatch:
             del self._at_last_pass[gone]
         for gone in set(self._level) - set(reading):
             del self._level[gone]
+        for gone in set(self._quiet) - set(reading):
+            del self._quiet[gone]
         return found
 
     async def run(self) -> None:

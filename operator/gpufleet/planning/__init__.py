@@ -6,7 +6,9 @@ Where each thing is decided:
   program's inputs and layout in `program`), `replicas`,
   `stabilization`, `routing`; a preemptible tier's loss rate and margin in `hedging`;
   the replicas a tight objective needs against waits behind prefills in `contention`;
-  a loose class's utilization limits over its learned prompt lengths in `waits`;
+  a loose class's utilization limits over its learned prompt lengths, alone and beside
+  another class's, in `waits`; a class's traffic spread over the Ready replicas it has
+  to itself in `routing`;
   predictions in `predict`; the reason and message in `explain`);
 - each condition: a named check in `conditions` (ready, objectives, metrics, degraded,
   routing);

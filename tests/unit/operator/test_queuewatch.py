@@ -7,7 +7,14 @@ import math
 
 import pytest
 
-from gpufleet.queuewatch import AtLastPass, QueueWatch, TierLoad, reading_of, surge
+from gpufleet.queuewatch import (
+    QUIET_EARLY_PASSES,
+    AtLastPass,
+    QueueWatch,
+    TierLoad,
+    reading_of,
+    surge,
+)
 
 pytestmark = pytest.mark.timeout(5)
 
@@ -155,3 +162,39 @@ def test_gpufleet_run_checks_every_scrape_by_default_and_refuses_a_negative_peri
     assert parser.parse_args(["run", "--queue-check-seconds=0"]).queue_check_seconds == 0
     assert main(["run", "--queue-check-seconds=-1"]) == 2
     assert "--queue-check-seconds must be 0 (off) or more" in capsys.readouterr().err
+
+
+def test_an_early_pass_that_changed_nothing_keeps_the_bar_a_few_times() -> None:
+    # A step read a few seconds in: the pass's demand window had hardly moved, so it kept
+    # the fleet. Raising the bar to what it saw would leave the rest of the step, under
+    # twice that, unanswered until the next interval.
+    watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
+    key = ("ns", "p")
+
+    def check(waiting: float) -> list[tuple[str, str]]:
+        found = [k for k, _ in watch.check({key: {"h100": TierLoad(waiting, 1)}})]
+        if found:
+            watch._woken.add(key)  # what run() does once the loop took the wake
+        return found
+
+    assert check(0.0) == [] and check(6.0) == [] and check(8.0) == [key]
+    watch.passed("ns", "p", acted=False)  # the bar stays at 2 (0 waited at the last pass)
+    assert check(9.0) == [key]
+    for _ in range(QUIET_EARLY_PASSES - 1):
+        watch.passed("ns", "p", acted=False)
+        assert check(10.0) == [key]
+    watch.passed("ns", "p", acted=False)  # the last quiet one allowed: 10 is the base now
+    assert check(12.0) == [] and check(20.0) == [] and check(20.0) == [key]
+    watch.passed("ns", "p", acted=True)  # it acted: 20 is the base, the count starts over
+    assert check(30.0) == [] and check(40.0) == [] and check(41.0) == [key]
+    watch.passed("ns", "p", acted=False)
+    assert check(41.0) == [key]
+
+
+def test_a_regular_pass_that_changed_nothing_raises_the_bar() -> None:
+    watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
+    key = ("ns", "p")
+    for waiting in (0.0, 9.0, 9.0):
+        watch.check({key: {"h100": TierLoad(waiting, 1)}})
+    watch.passed("ns", "p", acted=False)  # not woken early: its readings are the base
+    assert watch._at_last_pass[key]["h100"].waiting == 9.0
