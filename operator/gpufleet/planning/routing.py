@@ -79,10 +79,10 @@ def spread(
     held for a burst, by the scale-down delay, or at minReplicas are Ready and paid for
     anyway, but got no traffic, so a burst within the interval met only the sized ones: on
     three tiers (H100, RTX 4090, L40S; bursts trace), batch sent all to one L40S while four
-    RTX 4090s waited out their delay had 182 of 221 requests late in a burst. Equal shares of
-    each tier's limit never load any tier more than the optimizer's split does, and cost
-    nothing. Tiers another class is sent to (or planned for) keep their share as planned:
-    the traffic there is sized against that class's objective too.
+    RTX 4090s waited out their delay had 182 of 221 requests late in a burst. The same share
+    of each tier's limit never loads the busiest of them more than the optimizer's split
+    does, and costs nothing. Tiers another class is sent to (or planned for) keep their
+    share as planned: the traffic there is sized against that class's objective too.
     """
     result = {c: dict(shares) for c, shares in routed.items()}
     onto: dict[str, tuple[str, ...]] = {}
