@@ -27,12 +27,13 @@ second no lower:
 
 Each early pass raises the bars for the next (they are taken again at every pass), so a
 surge that keeps growing wakes the pool a handful of times, not every period. An early
-pass that changed nothing (it read its window a few seconds into the step, when the
-demand over it had hardly moved) leaves the bars where they were, so the surge wakes the
-pool again at the next check that still shows it, at most `QUIET_EARLY_PASSES` times in a
-row: in the closed loop, a sixfold realtime step on an interval of 120 s woke a pass 3 s
-after it that kept one H100, and with the bars raised to what that pass saw, the rest of
-the step never doubled them; the H100s waited for the next interval. A pass that
+pass that did not resize the tier that surged (it read its demand a few seconds into the
+step, when the window had seen part of it) leaves the bars where they were, so the surge
+wakes the pool again at the next check that still shows it, at most `QUIET_EARLY_PASSES`
+times in a row: in the closed loop, a sixfold realtime step on an interval of 120 s woke a
+pass 3 s after it that kept one H100 (its demandQuery's 10 s window had seen 40% of the
+step), and with the bars raised to what that pass saw, the rest of the step never doubled
+them on an H100 already at its limit; the H100s waited for the next interval. A pass that
 moves a class onto a tier raises that tier's level to what its new weights send there
 (the class's measured prompt tokens/s times its new share), so the traffic a pass moved
 is not read as a surge that wakes another. The pass a surge starts is an ordinary pass
@@ -48,7 +49,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ GROWTH = 2.0
 LEVEL_ALPHA = 0.2  # weight of a check in the smoothed levels of prompt tokens and requests
 MIN_REQUESTS_IN_WINDOW = 20.0  # a window's tokens vary by about 1/sqrt(count/2) at random
 WINDOW_CHECKS = 5  # the window of prompt tokens/s, in periods: a step shows within seconds
-QUIET_EARLY_PASSES = 3  # early passes in a row that may change nothing and keep the bars
+QUIET_EARLY_PASSES = 3  # early passes in a row that may leave the surged tier as it was
 
 Key = tuple[str, str]
 
@@ -154,26 +155,30 @@ class QueueWatch:
     # Smoothed prompt tokens/s and requests per window, per tier.
     _level: dict[Key, dict[str, tuple[float | None, float | None]]] = field(default_factory=dict)
     _at_last_pass: dict[Key, dict[str, AtLastPass]] = field(default_factory=dict)
-    _woken: set[Key] = field(default_factory=set)  # woken; their pass has not run yet
-    _quiet: dict[Key, int] = field(default_factory=dict)  # early passes in a row that did nothing
+    # Woken and their pass not run yet: the tier that surged.
+    _woken: dict[Key, str] = field(default_factory=dict)
+    # Early passes in a row that left the tier that surged as it was.
+    _quiet: dict[Key, int] = field(default_factory=dict)
 
     def passed(
         self,
         namespace: str,
         name: str,
         sent: Mapping[str, float] | None = None,
-        acted: bool = True,
+        resized: Collection[str] | None = None,
     ) -> None:
         """A pass of the pool ran: what its tiers showed then is the bars' new base. `sent`:
         the prompt tokens/s the pass's weights send each tier; where that is more than the
-        tier's level, it is the level (traffic the pass moved there is no surge). An early
-        pass that did not `act` (no object applied or deleted) keeps the bars as they were,
-        up to QUIET_EARLY_PASSES in a row (see the module docstring)."""
+        tier's level, it is the level (traffic the pass moved there is no surge).
+        `resized`: the tiers whose Deployment the pass changed (None: not known). An early
+        pass that did not resize the tier that surged keeps the bars as they were, up to
+        QUIET_EARLY_PASSES in a row (see the module docstring)."""
         key = (namespace, name)
-        early = key in self._woken
-        self._woken.discard(key)
-        if early and not acted and self._quiet.get(key, 0) < QUIET_EARLY_PASSES:
-            self._quiet[key] = self._quiet.get(key, 0) + 1
+        surged = self._woken.pop(key, None)
+        quiet = self._quiet.get(key, 0)
+        kept = surged is not None and resized is not None and surged not in resized
+        if kept and quiet < QUIET_EARLY_PASSES:
+            self._quiet[key] = quiet + 1
             return
         self._quiet.pop(key, None)
         level = self._level.get(key, {})
@@ -220,7 +225,7 @@ class QueueWatch:
                 reading = await asyncio.to_thread(self.read)
                 for (namespace, name), seen in self.check(reading) if reading else []:
                     if self.wake(namespace, name, seen.describe()):
-                        self._woken.add((namespace, name))
+                        self._woken[(namespace, name)] = seen.tier
                         log.info("Early pass of %s/%s: %s", namespace, name, seen.describe())
             except Exception:  # never let the watch die: the passes go on without it
                 log.exception("The queue watch failed to check; trying again")

@@ -1,9 +1,8 @@
 """One level-based reconcile pass: parse -> observe -> plan -> apply -> status -> events.
 
-The pass reads the whole world each time (no memory between passes but the pool's own
-status), so running it twice changes nothing the second time, and a restarted operator
-picks up exactly where the old one stopped. Synchronous: the Kopf layer runs it in a
-worker thread.
+The pass reads the whole world each time (no memory between passes but the pool's own status),
+so running it twice changes nothing the second time, and a restarted operator picks up exactly
+where the old one stopped. Synchronous: the Kopf layer runs it in a worker thread.
 """
 
 from __future__ import annotations
@@ -95,11 +94,11 @@ class PassResult:
     deleted: tuple[str, ...]
     events: tuple[EventRecord, ...]
     plan: Plan | None
-    # Set when the pass could not act on the spec (ChildApplyFailed, PlanFailed,
-    # RouteApplyFailed): the loop backs off, and observedGeneration stays where it was.
+    # Set when the pass could not act on the spec: the loop backs off, observedGeneration stays.
     failure: Reason | None = None
     # Prompt tokens/s the plan's weights send each tier (`routing.prompt_tokens_sent`).
     sent: Mapping[str, float] = field(default_factory=dict)
+    resized: frozenset[str] = frozenset()  # tiers whose Deployment it changed
 
 
 def status_patch(
@@ -217,6 +216,10 @@ class Reconciler:
             status_written=patch is not None, applied=tuple(applied), deleted=tuple(deleted),
             events=tuple([*records, *rolled]), plan=plan, failure=failure,
             sent=prompt_tokens_sent(observation.demand, plan),
+            resized=frozenset(
+                t.name for t in pool.spec.tiers
+                if f"Deployment {manifests.child_name(pool, t)}" in applied
+            ),
         )  # fmt: skip
 
     # Apply ---------------------------------------------------------------------------
@@ -379,6 +382,7 @@ class Reconciler:
         previous = parse_status(raw)
         meta = body.get("metadata", {})
         message = "; ".join(invalid.problems)
+        generation = int(meta.get("generation") or 0)
         conditions = set_condition(
             previous.conditions,
             ConditionType.READY,
@@ -386,14 +390,10 @@ class Reconciler:
             Reason.INVALID_SPEC,
             f"The spec is invalid, nothing was changed: {message}",
             now=now,
-            observed_generation=int(meta.get("generation") or 0),
+            observed_generation=generation,
         )
-        status = previous.model_copy(
-            update={
-                "conditions": conditions,
-                "observed_generation": int(meta.get("generation") or 0),
-            }
-        )
+        update = {"conditions": conditions, "observed_generation": generation}
+        status = previous.model_copy(update=update)
         patch = status_patch(raw, status)
         records: list[EventRecord] = []
         if patch is not None:

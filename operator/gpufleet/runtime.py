@@ -102,9 +102,9 @@ class Loops:
     # The shard a pool is in, for the queue depth by shard (0 when not sharded).
     shard_of: Callable[[str, str], int] = lambda namespace, name: 0
     # Called after each pass that ran, with the prompt tokens/s its weights send each tier
-    # and whether it changed any object (the queue watch's new base, `QueueWatch.passed`).
-    passed: Callable[[str, str, Mapping[str, float], bool], None] = (
-        lambda namespace, name, sent, acted: None
+    # and the tiers whose Deployment it changed (the queue watch's base, `QueueWatch.passed`).
+    passed: Callable[[str, str, Mapping[str, float], frozenset[str]], None] = (
+        lambda namespace, name, sent, resized: None
     )
     _tasks: dict[Key, asyncio.Task[None]] = field(default_factory=dict)
     _wakeups: dict[Key, asyncio.Event] = field(default_factory=dict)
@@ -276,7 +276,7 @@ class Loops:
             result = await self._in_thread(gate.run, work, body, held)
             if result is None:  # called off before it started: the pool is retired
                 return None
-            self.passed(namespace, name, result.sent, bool(result.applied or result.deleted))
+            self.passed(namespace, name, result.sent, result.resized)
         except NotHeld:
             log.warning("Skipped a pass of %s/%s: its shard Lease is not fresh", namespace, name)
             return self.retry_seconds

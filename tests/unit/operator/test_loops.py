@@ -224,20 +224,20 @@ def test_an_early_wake_runs_a_pass_that_says_why_and_a_failing_pool_is_not_woken
     async def scenario() -> None:
         passes = Passes()
         passes.failing = False
-        ran: list[tuple[str, str, bool]] = []
+        ran: list[tuple[str, str, frozenset[str]]] = []
         loops = Loops(cast(Any, passes), debounce_seconds=0, retry_seconds=60)
-        loops.passed = lambda namespace, name, sent, acted: ran.append((namespace, name, acted))
+        loops.passed = lambda namespace, name, sent, resized: ran.append((namespace, name, resized))
         assert not loops.wake_early("ns", "p", "before its loop")  # no loop: nothing to wake
         loops.ensure("ns", "p")
         await asyncio.sleep(0.1)
-        # The stand-in's passes apply nothing: the watch hears that they did not act.
-        assert passes.early == [None] and ran == [("ns", "p", False)]
+        # The stand-in's passes resize nothing, and the watch hears so.
+        assert passes.early == [None] and ran == [("ns", "p", frozenset())]
         assert loops.wake_early("ns", "p", "9 requests waiting on h100 (0 at the last pass)")
         await asyncio.sleep(0.1)
         assert passes.early == [None, "9 requests waiting on h100 (0 at the last pass)"]
         early = passes.telemetry.registry.get_sample_value("gpufleet_early_passes_total")
         assert early == 1
-        assert ran == [("ns", "p", False)] * 2
+        assert ran == [("ns", "p", frozenset())] * 2
         loops.wake("ns", "p")  # an ordinary wake: no reason carried over
         await asyncio.sleep(0.1)
         assert passes.early[-1] is None

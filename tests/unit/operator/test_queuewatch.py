@@ -78,7 +78,7 @@ def test_a_pool_is_woken_once_per_surge_until_its_pass_and_the_pass_raises_the_b
     assert check(0.0) == []
     assert check(4.0) == []  # one check over the bar
     assert check(6.0) == [key]
-    watch._woken.add(key)  # what run() does once the loop took the wake
+    watch._woken[key] = "h100"  # what run() does once the loop took the wake
     assert check(9.0) == []  # woken, its pass not run yet
     watch.passed("ns", "p")  # the pass saw 9 waiting: the bar is 18 now
     assert check(12.0) == []
@@ -164,37 +164,39 @@ def test_gpufleet_run_checks_every_scrape_by_default_and_refuses_a_negative_peri
     assert "--queue-check-seconds must be 0 (off) or more" in capsys.readouterr().err
 
 
-def test_an_early_pass_that_changed_nothing_keeps_the_bar_a_few_times() -> None:
-    # A step read a few seconds in: the pass's demand window had hardly moved, so it kept
-    # the fleet. Raising the bar to what it saw would leave the rest of the step, under
-    # twice that, unanswered until the next interval.
+def test_an_early_pass_that_left_the_surged_tier_as_it_was_keeps_the_bar_a_few_times() -> None:
+    # A step read a few seconds in: the pass's demand window had seen part of it, so it
+    # kept the tier's replicas. Raising the bar to what it saw would leave the rest of the
+    # step, under twice that, unanswered until the next interval.
     watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
     key = ("ns", "p")
 
     def check(waiting: float) -> list[tuple[str, str]]:
-        found = [k for k, _ in watch.check({key: {"h100": TierLoad(waiting, 1)}})]
-        if found:
-            watch._woken.add(key)  # what run() does once the loop took the wake
-        return found
+        found = [(k, s.tier) for k, s in watch.check({key: {"h100": TierLoad(waiting, 1)}})]
+        for k, tier in found:
+            watch._woken[k] = tier  # what run() does once the loop took the wake
+        return [k for k, _ in found]
 
     assert check(0.0) == [] and check(6.0) == [] and check(8.0) == [key]
-    watch.passed("ns", "p", acted=False)  # the bar stays at 2 (0 waited at the last pass)
+    watch.passed("ns", "p", resized=())  # the bar stays at 2 (0 waited at the last pass)
     assert check(9.0) == [key]
-    for _ in range(QUIET_EARLY_PASSES - 1):
-        watch.passed("ns", "p", acted=False)
+    for _ in range(QUIET_EARLY_PASSES - 2):
+        watch.passed("ns", "p", resized=())
         assert check(10.0) == [key]
-    watch.passed("ns", "p", acted=False)  # the last quiet one allowed: 10 is the base now
+    watch.passed("ns", "p", resized=("rtx4090",))  # another tier moved: still quiet on h100
+    assert check(10.0) == [key]
+    watch.passed("ns", "p", resized=())  # the last quiet one allowed: 10 is the base now
     assert check(12.0) == [] and check(20.0) == [] and check(20.0) == [key]
-    watch.passed("ns", "p", acted=True)  # it acted: 20 is the base, the count starts over
+    watch.passed("ns", "p", resized=("h100",))  # it resized h100: 20 is the base, count reset
     assert check(30.0) == [] and check(40.0) == [] and check(41.0) == [key]
-    watch.passed("ns", "p", acted=False)
+    watch.passed("ns", "p", resized=())
     assert check(41.0) == [key]
 
 
-def test_a_regular_pass_that_changed_nothing_raises_the_bar() -> None:
+def test_a_regular_pass_that_resized_nothing_raises_the_bar() -> None:
     watch = QueueWatch(lambda: None, lambda namespace, name, why: True, period_seconds=1.0)
     key = ("ns", "p")
     for waiting in (0.0, 9.0, 9.0):
         watch.check({key: {"h100": TierLoad(waiting, 1)}})
-    watch.passed("ns", "p", acted=False)  # not woken early: its readings are the base
+    watch.passed("ns", "p", resized=())  # not woken early: its readings are the base
     assert watch._at_last_pass[key]["h100"].waiting == 9.0

@@ -86,7 +86,9 @@ def test_hand_edited_deployment_is_put_back() -> None:
     kube.objects[("Deployment", "default", "llama3-8b-h100")]["spec"]["replicas"] = 5
     result = run(kube, reconciler)
     assert result.applied == ("Deployment llama3-8b-h100",)
+    assert result.resized == {"h100"}  # what the queue watch is told the pass changed
     assert kube.objects[("Deployment", "default", "llama3-8b-h100")]["spec"]["replicas"] == 1
+    assert run(kube, reconciler).resized == frozenset()
 
 
 def test_removed_tier_is_pruned_but_foreign_objects_are_left() -> None:
