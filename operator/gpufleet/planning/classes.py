@@ -213,13 +213,11 @@ def _behind(
         return limited
     if theirs is not None:
         # The queue it waits in may be all the other's prompts, their tail included.
-        queue = {tier: (theirs, shape[other][1])}
-        return waits.limited(
-            {tier: limited}, models, own, shape[cls][1], objective, servers or {}, queues=queue
-        )[tier]
-    # Its queue of prefills is its own prompts' already (`waits`): only the other's longer
-    # ones wait on top.
-    longer = max(blocking - blocking_seconds(model, [shape[cls]]), 0.0)
+        queue, longer = {tier: (theirs, shape[other][1])}, 0.0
+    else:
+        # Its queue of prefills is its own prompts' already (`waits`): only the other's
+        # longer ones wait on top.
+        queue, longer = {}, max(blocking - blocking_seconds(model, [shape[cls]]), 0.0)
     return waits.limited(
-        {tier: limited}, models, own, shape[cls][1], objective, servers or {}, {tier: longer}
+        {tier: limited}, models, own, shape[cls][1], objective, servers or {}, {tier: longer}, queue
     )[tier]

@@ -125,13 +125,14 @@ class ClassWaits:
         self._service = model.service_seconds(prompts.mean_tokens, output_tokens)
         # E[prefill^2] / E[service] of the queue it waits in: its own prompts, or another
         # class's sharing the tier where theirs wait longer (at worst the queue is all theirs).
-        self._residual = _residual(model, lengths, shares, self._service)
+        self._residual = _residual(prefill, shares, self._service)
         if queue is not None:
             theirs, their_output = queue
             their_lengths, their_shares = _grid(theirs)
+            their_prefill = their_lengths * model.prefill_seconds_for(1.0)
             their_service = model.service_seconds(theirs.mean_tokens, their_output)
             self._residual = max(
-                self._residual, _residual(model, their_lengths, their_shares, their_service)
+                self._residual, _residual(their_prefill, their_shares, their_service)
             )
 
     def _scale(self, rho: float, waiting: float) -> float:
@@ -175,14 +176,11 @@ class ClassWaits:
         return low
 
 
-def _residual(
-    model: ReplicaModel, lengths: np.ndarray, shares: np.ndarray, service: float
-) -> float:
-    """E[prefill^2] / E[service] of a queue of these prompts (0 when a request takes no
-    replica time)."""
+def _residual(prefill: np.ndarray, shares: np.ndarray, service: float) -> float:
+    """E[prefill^2] / E[service] of a queue of prompts with these prefill times (0 when a
+    request takes no replica time)."""
     if service <= 0:
         return 0.0
-    prefill = lengths * model.prefill_seconds_for(1.0)
     return float(np.dot(shares, prefill * prefill)) / service
 
 
