@@ -232,6 +232,7 @@ def _pct(x: float) -> str:
 def _section(rows, cv, table, vidur, wall, replay_s, args) -> list[str]:  # type: ignore[no-untyped-def]
     from gpufleet.perf.hardware import gpu
     from gpufleet.perf.ionet import METRICS
+    from gpufleet.perf.replay import ORDERS
     from gpufleet.perf.validate import summary
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
@@ -242,7 +243,10 @@ def _section(rows, cv, table, vidur, wall, replay_s, args) -> list[str]:  # type
         f"Replays all {len(rows)} io.net runs (vLLM 0.8.5, 200 requests each, Poisson at the "
         "run's rate with the benchmark's seeded draws, ShareGPT-like lengths with the run's "
         "means, the drain at the end) through an iteration-level vLLM engine timed by a "
-        "roofline, with efficiencies fitted per GPU type (not per run or model). "
+        "roofline, with efficiencies fitted per GPU type (not per run or model). Output "
+        f"tokens/s is the median over {ORDERS} orders of the drawn output lengths (which "
+        "come last sets when a run ends, and the files do not say; `gpufleet.perf.replay`); "
+        "the fits take the draw's own order. "
         f"Wall time {wall:.0f} s (replay of all runs {replay_s:.1f} s).",
         "",
         "| metric | within | full fit | " + " | ".join(cv) + " | target | holds |",

@@ -73,7 +73,7 @@ WEIGHT = {
 def residuals(eff: Efficiency, runs: Sequence[Run], metrics: Sequence[str] = METRICS) -> np.ndarray:
     out = []
     for run in runs:
-        predicted, _ = replay(run, eff)
+        predicted, _ = replay(run, eff, orders=1)  # one order: see replay
         for key in metrics:
             p, m = predicted[key], run.measured[key]
             err = math.log(p / m) if math.isfinite(p) and p > 0 else 5.0

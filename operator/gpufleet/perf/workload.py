@@ -15,7 +15,9 @@ request's. The replay draws ShareGPT-like lengths: prompt ~ lognormal(sigma 0.5)
 [4, 1024] tokens, output ~ lognormal(sigma 0.6) clipped to [4, 2048 - prompt] (vLLM's
 ShareGPT filter drops prompts over 1024 and pairs over 2048 tokens, and pairs with fewer than
 4 tokens either side), independent, from a fixed seed, then scaled so that their means are the
-run's. The same draw serves every run, as the same 200 prompts did.
+run's. The same draw serves every run, as the same 200 prompts did. Which of them come
+last is unknown, and sets when a run ends: `replay` takes output tokens/s over several
+orders of the drawn outputs.
 """
 
 from __future__ import annotations
