@@ -90,3 +90,26 @@ def test_a_replay_takes_other_engine_flags_as_a_what_if() -> None:
     assert more.kv_blocks > 1.4 * base.kv_blocks
     assert more.preemptions < base.preemptions
     assert what_if["p99TtftMs"] < default["p99TtftMs"]
+
+
+@pytest.mark.timeout(60)
+def test_output_tokens_per_second_is_read_over_orders_of_the_outputs() -> None:
+    """Which outputs come last sets when a run ends; the files do not say. At 4 and 8
+    req/s on one GPU the draw's own order reads output tokens/s high (its last requests'
+    outputs are short); the median over orders is within a few percent of the runs."""
+    import numpy as np
+
+    from gpufleet.perf.calibration import calibration
+    from gpufleet.perf.replay import replay
+
+    runs = [r for r in RUNS if r.gpus == 1 and r.rate in (4.0, 8.0)]
+    assert len(runs) >= 20
+    one, many = [], []
+    for run in runs:
+        eff = calibration(run.gpu).efficiency
+        measured = run.measured["outputTokensPerSecond"]
+        one.append(replay(run, eff, orders=1)[0]["outputTokensPerSecond"] / measured - 1)
+        many.append(replay(run, eff)[0]["outputTokensPerSecond"] / measured - 1)
+    assert float(np.median(one)) > 0.05  # the draw: about 8% high
+    assert abs(float(np.median(many))) < 0.04
+    assert sum(abs(e) <= 0.1 for e in many) > sum(abs(e) <= 0.1 for e in one)
