@@ -7,7 +7,9 @@
 - Weights move only onto Ready replicas (make before break): a tier's share of each class
   is bounded by its Ready capacity (`route_on_ready`); new replicas get traffic once Ready.
   While they start, a class stays where it is or goes where the plan sends it, never onto
-  a tier neither gives it (that tier may serve a class its prompts would block).
+  a tier neither gives it (that tier may serve a class its prompts would block); a lower
+  class yields a tier over its Ready replicas to a higher one where its other tiers have
+  room.
 - Integer weights per class summing to 100, by largest remainder (`integer_weights`).
 """
 
@@ -118,6 +120,11 @@ def route_on_ready(
     a shortage is borne by the lower class on its own tiers, not by the higher one. A
     class whose eligible tiers have no Ready replica at all keeps its target: nothing
     serves it yet, and its weights should point where replicas are coming.
+
+    What a tier carries now counts only for its highest class there: a lower one on a tier
+    over its Ready replicas moves to its other tiers as far as they have room, rather than
+    hold a higher class's replicas until new ones are Ready (batch's prefills on an H100
+    that realtime just surged on).
     """
     result = {c: dict(v) for c, v in targets.items()}
     rank = priority or {}
@@ -153,10 +160,15 @@ def route_on_ready(
 
     allowed = {}
     for t in tiers:
+        # What a tier carries now may stay on it, over its Ready replicas, only for the
+        # highest class there: a lower one yields the Ready replicas to it, moving where
+        # others have room (so it stays too where none has).
+        there = [c for c in routable if current.get(c, {}).get(t, 0.0) > 0 or targets[c].get(t)]
+        top = max((rank.get(c, 0) for c in there), default=0)
         now = sum(
             current.get(c, {}).get(t, 0.0) * work(c, t)
             for c in routable
-            if loads[c].max_utilization.get(t, 0) > 0
+            if loads[c].max_utilization.get(t, 0) > 0 and rank.get(c, 0) >= top
         )
         allowed[t] = max(float(capacity.get(t, 0)), now) if capacity.get(t, 0) > 0 else 0.0
     n_x, n_t = len(pairs), len(tiers)

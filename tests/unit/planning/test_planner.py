@@ -478,6 +478,35 @@ def test_weights_move_only_onto_ready_replicas() -> None:
 
 
 @pytest.mark.parametrize(
+    ("ready_4090", "stays"),
+    [
+        pytest.param(7, False, id="room-on-the-4090s"),
+        pytest.param(1, True, id="no-room-elsewhere"),
+    ],
+)
+def test_a_lower_class_yields_ready_replicas_to_a_higher_one_that_surged(
+    ready_4090: int, stays: bool
+) -> None:
+    # The demo's realtime surge: a sixfold step on the one Ready H100, where the last pass
+    # had left a share of batch. A second H100 starts; batch moves to the Ready 4090s now
+    # where they have room, not when the H100 is Ready (its prefills hold realtime's
+    # prompts meanwhile), and stays where nothing else could take it.
+    s = spec(tiers=[h100(), rtx4090()], classes=[realtime(), batch()])
+    running = {"h100": 1, "rtx4090": ready_4090}
+    live = {"realtime": {"h100": 100}, "batch": {"h100": 5, "rtx4090": 95}}
+    seen = observe(s, {"realtime": 6000, "batch": 8000}, ready=running)
+    p = plan(s, seen, previous(running, live))
+    assert replicas(p)["h100"] > 1
+    assert weights(p)["realtime"] == {"h100": 100}
+    assert weights(p)["batch"].get("h100", 0) == (5 if stays else 0)
+    # Before the step the H100 had room: batch keeps a share of it.
+    calm = plan(
+        s, observe(s, {"realtime": 1000, "batch": 8000}, ready=running), previous(running, live)
+    )
+    assert weights(calm)["batch"].get("h100", 0) > 0
+
+
+@pytest.mark.parametrize(
     ("preemptible", "reason", "lost"),
     [
         pytest.param(False, Reason.UNSCHEDULABLE, 0, id="no-free-gpus"),
