@@ -221,7 +221,7 @@ def test_the_planner_buys_for_the_prompt_lengths_once_it_has_learned_them() -> N
     mean = float(prompts.mean())
     plans = _passes(heavy, mean, 6)  # 90 requests a pass: 100 learned by the second
     assert "prompt lengths" not in plans[0].message
-    assert "prompt lengths: batch at most" in plans[1].message  # not at the mean till 500
+    assert "prompt lengths: batch at most" in plans[1].message  # from 100 learned, not 500
     assert replicas(plans[-1])["rtx4090"] > replicas(plans[0])["rtx4090"]
     assert "prompt lengths: batch at most" in plans[-1].message
     assert "(95% at its mean prompt)" in plans[-1].message
