@@ -15,6 +15,7 @@ import json
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 SESSION_GAP_S = 120.0
 
@@ -51,35 +52,43 @@ class Run:
 
 
 def load_runs(directory: Path) -> list[Run]:
-    """Every run in `directory`'s *.json files, sorted by file and line."""
+    """Every run in `directory`'s *.json files, sorted by file and line; ValueError names
+    the file and line of one that is not a benchmark result."""
     runs = []
     for path in sorted(Path(directory).glob("*.json")):
         for number, text in enumerate(path.read_text().splitlines(), start=1):
             if not text.strip():
                 continue
-            d = json.loads(text)
-            runs.append(
-                Run(
-                    file=path.name,
-                    line=number,
-                    gpu=str(d["gpu_name"]),
-                    gpus=int(d["gpu_count"]),
-                    model=str(d["model_id"]),
-                    rate=float(d["request_rate"]),
-                    num_prompts=int(d["num_prompts"]),
-                    total_input=int(d["total_input_tokens"]),
-                    total_output=int(d["total_output_tokens"]),
-                    duration=float(d["duration"]),
-                    date=str(d.get("date", "")),
-                    measured={
-                        "p99TtftMs": float(d["p99_ttft_ms"]),
-                        "medianTtftMs": float(d["median_ttft_ms"]),
-                        "medianTpotMs": float(d["median_tpot_ms"]),
-                        "outputTokensPerSecond": float(d["output_throughput"]),
-                    },
-                )
-            )
+            try:
+                runs.append(_run(path.name, number, json.loads(text)))
+            except (ValueError, KeyError, TypeError) as error:
+                raise ValueError(
+                    f"{path.name}:{number}: not a vLLM benchmark_serving result "
+                    f"({type(error).__name__}: {error})"
+                ) from None
     return _sessions(runs)
+
+
+def _run(file: str, line: int, d: dict[str, Any]) -> Run:
+    return Run(
+        file=file,
+        line=line,
+        gpu=str(d["gpu_name"]),
+        gpus=int(d["gpu_count"]),
+        model=str(d["model_id"]),
+        rate=float(d["request_rate"]),
+        num_prompts=int(d["num_prompts"]),
+        total_input=int(d["total_input_tokens"]),
+        total_output=int(d["total_output_tokens"]),
+        duration=float(d["duration"]),
+        date=str(d.get("date", "")),
+        measured={
+            "p99TtftMs": float(d["p99_ttft_ms"]),
+            "medianTtftMs": float(d["median_ttft_ms"]),
+            "medianTpotMs": float(d["median_tpot_ms"]),
+            "outputTokensPerSecond": float(d["output_throughput"]),
+        },
+    )
 
 
 def _end(run: Run) -> float:

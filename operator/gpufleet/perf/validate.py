@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,12 +44,19 @@ def _num(value: float) -> float | None:
     return round(value, 3) if math.isfinite(value) else None
 
 
-def validate(runs: Sequence[Run], table: dict[str, Efficiency] | None = None) -> list[Row]:
+def validate(
+    runs: Sequence[Run],
+    table: dict[str, Efficiency] | None = None,
+    on_run: Callable[[], None] | None = None,
+) -> list[Row]:
+    """Every run replayed; `on_run` is called after each (a progress bar)."""
     rows = []
     for run in runs:
         eff = calibration(run.gpu, table).efficiency
         predicted, result = replay(run, eff)
         rows.append(Row(run, predicted, result.preemptions, result.kv_blocks * 16))
+        if on_run is not None:
+            on_run()
     return rows
 
 

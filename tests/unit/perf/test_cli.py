@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from gpufleet.cli import main
+from gpufleet.perf.ionet import load_runs
+from gpufleet.perf.validate import validate
 from tests.pools import SHARED_DATA
 
 pytestmark = pytest.mark.timeout(60)  # `model show` simulates streams of 90 s of requests
@@ -64,3 +66,33 @@ def test_show_refuses_a_gpu_count_vllm_would_refuse(capsys: pytest.CaptureFixtur
     err = capsys.readouterr().err
     assert "--gpus 3" in err
     assert "its 32 attention heads do not divide by 3" in err
+
+
+def test_validate_refuses_a_directory_without_runs(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["model", "validate", "--runs", str(tmp_path)]) == 2
+    assert "no vLLM benchmark runs" in capsys.readouterr().err
+
+
+def test_validate_names_the_line_that_is_not_a_run(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "broken.json").write_text('{"gpu_name": "NVIDIA H100 PCIe"}\n')
+    assert main(["model", "validate", "--runs", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "broken.json:1: not a vLLM benchmark_serving result" in err
+    assert "gpu_count" in err  # the missing field
+
+
+def test_validate_reports_each_run_replayed_and_keeps_stdout_json(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The progress bar advances once per run (`on_run`); on stdout only the JSON."""
+    name = "DeepSeek-R1-Distill-Qwen-1.5B_sharegpt_1xNVIDIA-GeForce-RTX-4090.json"
+    (tmp_path / name).symlink_to(RUNS_DIR / f"vllm_200prompts1qps_{name}")
+    ticks: list[int] = []
+    rows = validate(load_runs(tmp_path), on_run=lambda: ticks.append(1))
+    assert len(ticks) == len(rows) == 2  # the file holds two runs
+    assert main(["model", "validate", "--runs", str(tmp_path), "--output", "json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["runs"]) == 2
