@@ -33,7 +33,7 @@ COMMANDS: dict[str, str] = {
 EXTRAS: dict[str, tuple[str, tuple[str, ...]]] = {
     "plan": ("sim", ("rich",)),
     "simulate": ("sim", ("rich", "matplotlib")),
-    "model": ("sim", ("matplotlib",)),
+    "model": ("sim", ("rich", "matplotlib")),
     "dev": ("dev", ("cryptography", "rich", "matplotlib")),
 }
 
