@@ -56,6 +56,7 @@ def command(seed: int) -> list[str]:
         "--realtime-fraction", "0.3",
         "--assign", "size",
         "--seed", str(seed),
+        "--scrape-interval", "5",  # as make bench-sim: a pass reads its last interval
     ]  # fmt: skip
 
 

@@ -91,6 +91,7 @@ def command(pool: str, seed: int, mean_up_minutes: float, setting: Setting) -> l
         "--seed", str(seed),
         "--preemption-mean-hours", f"{mean_up_minutes / 60:.6g}",
         "--preemption-outage-minutes", f"{setting.outage_minutes:g}",
+        "--scrape-interval", "5",  # as make bench-sim: a pass reads its last interval
         *extra,
     ]  # fmt: skip
 

@@ -103,6 +103,7 @@ def command(pool: str, assign: str) -> list[str]:
         "--realtime-fraction", f"{REALTIME_FRACTION:g}",
         "--seed", "0",
         "--assign", assign,
+        "--scrape-interval", "5",  # as make bench-sim: a pass reads its last interval
     ]  # fmt: skip
 
 

@@ -42,6 +42,8 @@ def test_a_short_synthetic_trace_compares_every_policy(tmp_path: Path) -> None:
     assert list(report["policies"]) == POLICIES
     assert report["requests"] > 1000
     assert report["classShares"]["realtime"] == pytest.approx(0.3, abs=0.05)
+    # The operator's default scrape (15 s) and its window over a 30 s interval: 60 s.
+    assert (report["scrapeIntervalSeconds"], report["metricsWindowSeconds"]) == (15.0, 60)
     for name, policy in report["policies"].items():
         assert policy["costDollars"] > 0, name
         assert policy["tokensServed"] > 0, name

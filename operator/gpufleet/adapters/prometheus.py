@@ -32,6 +32,7 @@ from urllib3.util.retry import Retry
 
 from gpufleet.adapters import promql
 from gpufleet.api.types import InferencePool
+from gpufleet.planning.observed import metrics_window_seconds
 from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
 
 log = logging.getLogger(__name__)
@@ -76,7 +77,9 @@ class PrometheusMetrics:
 
     def window_seconds(self, pool: InferencePool) -> int:
         """Rate window: a decision interval, and at least four scrapes."""
-        return max(pool.spec.scaling.interval_seconds, 4 * self.scrape_interval_seconds)
+        return math.ceil(
+            metrics_window_seconds(pool.spec.scaling.interval_seconds, self.scrape_interval_seconds)
+        )
 
     def read(self, pool: InferencePool, now: datetime) -> MetricsReading:
         """The pool's metrics over the last window; never raises."""

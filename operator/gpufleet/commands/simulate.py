@@ -124,6 +124,17 @@ def register(subparsers: Any) -> None:
         help="P99 the policies see: histogram_quantile over vLLM's TTFT buckets, as the "
         "operator reads it from Prometheus (default), or the exact sample P99 (what-if)",
     )
+    parser.add_argument(
+        "--scrape-interval",
+        type=float,
+        default=15.0,
+        metavar="SECONDS",
+        help="how often Prometheus scrapes the vLLM pods, as the operator is told "
+        "(--prometheus-scrape-interval, chart value prometheus.scrapeIntervalSeconds; both "
+        "default to 15): each pass reads rates and P99s over an interval and at least four "
+        "scrapes, so with a 15 s scrape and a 30 s interval a step shows at half its size "
+        "at the first pass after it (default 15)",
+    )
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -261,6 +272,8 @@ def run(args: argparse.Namespace) -> Outcome:
         pool, notes = _with_trace_shapes(pool, trace)
     if args.preemption_notice_seconds < 0:
         raise UsageError("--preemption-notice-seconds: must be 0 (unnoticed) or more")
+    if not args.scrape_interval > 0:
+        raise UsageError("--scrape-interval: must be more than 0 seconds")
     try:
         models = models_of(pool)
     except ProfileNotFound as missing:
@@ -286,6 +299,7 @@ def run(args: argparse.Namespace) -> Outcome:
         ),
         balance=Balance(args.balance),
         exact_quantiles=args.metrics == "exact",
+        scrape_interval_seconds=args.scrape_interval,
     )
     results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
     summaries = [report.summarize(r, pool.spec) for r in results]
@@ -345,6 +359,8 @@ def _simulate_all(
 def _meta(
     args: argparse.Namespace, pool: Any, trace: Any, notes: list[str], wall: float
 ) -> dict[str, Any]:
+    from gpufleet.sim.engine import window_intervals
+
     shares = {
         name: float(np.mean(trace.class_index == ci)) for ci, name in enumerate(trace.classes)
     }
@@ -359,6 +375,11 @@ def _meta(
         "seed": args.seed,
         "speedup": args.speedup,
         "intervalSeconds": pool.spec.scaling.interval_seconds,
+        "scrapeIntervalSeconds": args.scrape_interval,
+        "metricsWindowSeconds": window_intervals(
+            float(pool.spec.scaling.interval_seconds), args.scrape_interval
+        )
+        * pool.spec.scaling.interval_seconds,
         "preemption": {
             "meanUpHours": args.preemption_mean_hours,
             "meanOutageMinutes": args.preemption_outage_minutes,
@@ -382,7 +403,8 @@ def print_table(outcome: Outcome) -> None:
     console.print(
         f"{meta['trace']}: {meta['requests']} requests over {meta['durationSeconds']:.0f} s "
         f"({shares}, by {meta['assign']}), seed {meta['seed']}, speedup {meta['speedup']:g}, "
-        f"decisions every {meta['intervalSeconds']} s"
+        f"decisions every {meta['intervalSeconds']} s on metrics of the last "
+        f"{meta['metricsWindowSeconds']:g} s (a {meta['scrapeIntervalSeconds']:g} s scrape)"
     )
     for note in meta["notes"]:
         console.print(f"  {note}")

@@ -15,6 +15,12 @@ that the planner in the simulator sees what it would see in the cluster.
   (`demand.backlog_tokens`): drained once by the planner, not planned as demand.
 - A class's P99 is the worst P99 of the tiers its live weights send it to (None: none
   of them has one).
+
+Every rate and P99 a pass reads spans `metrics_window_seconds`: a decision interval, and
+at least SCRAPES_PER_WINDOW Prometheus scrapes (a window of fewer than two scrapes reads
+no rate, and one missed scrape would empty a window of two). With a 30 s interval and a
+15 s scrape that is 60 s, so a step in demand shows at half its size at the first pass
+after it; the simulator reads the same window (`gpufleet simulate --scrape-interval`).
 """
 
 from __future__ import annotations
@@ -26,6 +32,13 @@ from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning.demand import backlog_tokens, infer_demand, split_demand
 from gpufleet.planning.records import ClassDemand, TierMetrics, TierObservation
+
+SCRAPES_PER_WINDOW = 4
+
+
+def metrics_window_seconds(interval_seconds: float, scrape_interval_seconds: float) -> float:
+    """The window of a pass's rates and P99s (module docstring)."""
+    return max(interval_seconds, SCRAPES_PER_WINDOW * scrape_interval_seconds)
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,11 @@ request, the same draws for every policy), then to the Ready replica of that tie
 the fewest requests in flight (or round robin). A tier without a Ready replica passes the
 request to the class's other weighted tiers (a gateway retry); with none, it is dropped
 (an SLO miss). At the end of the interval every engine is run up to that instant, the
-policy sees what Prometheus would show for it and decides, and the fleet follows.
+policy sees what Prometheus would show for it and decides, and the fleet follows. What
+Prometheus shows is a rate (or P99) over the operator's window: the last interval, or
+more where the scrape is slower than a quarter interval (`SimConfig.scrape_interval_seconds`:
+with a 15 s scrape and a 30 s interval, the last two, so a step shows at half its size
+at the first pass after it). Queues are read as they are at the pass.
 
 Every policy starts warm: before the trace starts it has decided on the first interval's
 demand and its replicas are Ready, so no policy pays a start-up transient the others do not.
@@ -28,6 +32,7 @@ from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.desired.manifests import max_model_len_in, ttft_buckets_in, vllm_args
 from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.observed import metrics_window_seconds
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.fleet import (
     NodeChange,
@@ -43,6 +48,7 @@ from gpufleet.sim.metrics import (
     TTFT_BUCKETS,
     Interval,
     Recorder,
+    TierInterval,
     exact_quantile,
     fraction_above,
     histogram_quantile,
@@ -67,6 +73,10 @@ class SimConfig:
     # Latency quantiles as Prometheus computes them from vLLM's buckets (what the operator
     # reads), or the exact sample quantile (what-if: perfect metrics).
     exact_quantiles: bool = False
+    # How often Prometheus scrapes the pods: a pass's rates and P99s span an interval and
+    # at least four scrapes (`planning.observed.metrics_window_seconds`), in whole
+    # intervals, the nearest. None: one interval (a scrape of a quarter interval or less).
+    scrape_interval_seconds: float | None = None
 
 
 @dataclass
@@ -167,7 +177,8 @@ class _Run:
         self.ttft_bounds = tuple(ttft_buckets_in(args) or TTFT_BUCKETS)
         self.prompt_bounds = request_tokens_buckets(max_model_len_in(args) or MAX_MODEL_LEN)
         self.exact = config.exact_quantiles
-        self.busy_mark = [0.0] * len(self.fleets)
+        # Per fleet, (time, busy replica-seconds so far) at each pass: a window's busy share.
+        self.busy_marks: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in self.fleets]
 
     # -- routing ---------------------------------------------------------------------------
 
@@ -253,13 +264,14 @@ class _Run:
         return histogram_quantile(0.99, samples, self.ttft_bounds)
 
     def seen(self, now: float, interval: Interval | None, loads_end: float) -> Seen:
+        span = self.interval if interval is None else interval.end - interval.start
         tiers = {}
         busy: dict[str, float] = {}
         for fleet in self.fleets:
             ready = fleet.ready(now)
             running = bool(fleet.replicas or fleet.draining)
             metrics = interval.tiers[fleet.index] if interval is not None else None
-            rate = (lambda v: v / self.interval) if (metrics is not None and running) else None
+            rate = (lambda v: v / span) if (metrics is not None and running) else None
             tiers[fleet.name] = TierObservation(
                 name=fleet.name,
                 desired_replicas=fleet.desired,
@@ -293,9 +305,13 @@ class _Run:
                 lost_pods=tuple(n for t, n in fleet.lost if t > now - self.interval),
             )
             total = fleet.busy_seconds()
-            busy[fleet.name] = (total - self.busy_mark[fleet.index]) / self.interval
-            self.busy_mark[fleet.index] = total
-        loads = class_loads(self.trace, loads_end - self.interval, loads_end)
+            marks = self.busy_marks[fleet.index]
+            since = [m for m in marks if m[0] >= now - span - 1e-9] or marks[-1:]
+            elapsed = now - since[0][0]
+            busy[fleet.name] = (total - since[0][1]) / elapsed if elapsed > 0 else 0.0
+            marks.append((now, total))
+            del marks[: max(0, len(marks) - 64)]
+        loads = class_loads(self.trace, loads_end - span, loads_end)
         class_p99 = {
             name: self.quantile(interval.class_ttft_samples[ci]) if interval else None
             for ci, name in enumerate(self.trace.classes)
@@ -334,12 +350,16 @@ def simulate(
     decision = policy.warm(run.seen(0.0, None, interval))
     run.apply(decision, 0.0, warm=True)
     decisions = 1
+    spans = 1 if policy.foresight else window_intervals(interval, config.scrape_interval_seconds)
+    recent: list[Interval] = []
     for k in range(run.n_intervals):
         interval_metrics = run.run_interval(k)
         now = (k + 1) * interval
         _record(run, timeline, interval_metrics, now)
+        recent = [*recent, interval_metrics][-spans:]
         if k + 1 < run.n_intervals:
-            seen = run.seen(now, interval_metrics, now + interval if policy.foresight else now)
+            window = merged(recent)
+            seen = run.seen(now, window, now + interval if policy.foresight else now)
             decision = policy.decide(seen)
             run.apply(decision, now)
             decisions += 1
@@ -367,6 +387,37 @@ def simulate(
         decisions=decisions,
         arrival_seconds=trace.arrival_seconds,
     )
+
+
+def window_intervals(interval: float, scrape_interval_seconds: float | None) -> int:
+    """The intervals a pass's metrics span (SimConfig.scrape_interval_seconds); a policy
+    with foresight sees its own interval's arrivals instead."""
+    if scrape_interval_seconds is None:
+        return 1
+    window = metrics_window_seconds(interval, scrape_interval_seconds)
+    return max(1, math.floor(window / interval + 0.5))
+
+
+def merged(intervals: list[Interval]) -> Interval:
+    """Consecutive intervals' metrics as one window (what a longer rate window reads)."""
+    if len(intervals) == 1:
+        return intervals[0]
+    tiers = []
+    for parts in zip(*(i.tiers for i in intervals), strict=True):
+        tiers.append(
+            TierInterval(
+                ttft_samples=[x for p in parts for x in p.ttft_samples],
+                prompt_tokens=sum(p.prompt_tokens for p in parts),
+                generation_tokens=sum(p.generation_tokens for p in parts),
+                completed=sum(p.completed for p in parts),
+                completed_prompts=[x for p in parts for x in p.completed_prompts],
+            )
+        )
+    classes = [
+        [x for p in parts for x in p]
+        for parts in zip(*(i.class_ttft_samples for i in intervals), strict=True)
+    ]
+    return Interval(intervals[0].start, intervals[-1].end, tiers, classes)
 
 
 def _record(run: _Run, timeline: Timeline, interval: Interval, now: float) -> None:

@@ -112,6 +112,32 @@ def test_a_policy_sees_only_the_interval_that_ended() -> None:
     assert rtx.ttft_p99_seconds is not None
 
 
+def test_a_slower_scrape_spreads_what_a_pass_reads_over_the_operator_s_window() -> None:
+    """With a 15 s scrape and a 30 s interval the operator reads 60 s (four scrapes): the
+    step from 30 requests an interval to 90 shows at 60 an interval at the pass after it,
+    and whole a pass later. A 5 s scrape reads the last interval alone."""
+    pool = mixed_pool()
+    arrivals = np.concatenate(
+        [np.linspace(0.5, 29, 30), np.linspace(30.5, 59, 90), np.linspace(60.5, 89, 90)]
+    )
+    arrivals = np.concatenate([arrivals, np.linspace(90.5, 119, 90)])
+    t = trace(arrivals, prompt=100, output=20, classes=[1] * len(arrivals))
+    seen = {}
+    for scrape in (5.0, 15.0):
+        policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+        simulate(pool, t, policy, SimConfig(scrape_interval_seconds=scrape))
+        seen[scrape] = policy.seen
+    demand = {k: [s.observation.demand["batch"] for s in v] for k, v in seen.items()}
+    tokens = {k: [d.tokens_per_second if d else None for d in v] for k, v in demand.items()}
+    # Passes at 30, 60 and 90 s; 120 tokens a request.
+    assert tokens[5.0] == pytest.approx([120.0, 360.0, 360.0])  # the last 30 s
+    assert tokens[15.0] == pytest.approx([120.0, 240.0, 360.0])  # the last 60 s (30 at first)
+    rtx = [s.observation.tiers["rtx4090"].requests_per_second for s in seen[15.0]]
+    assert rtx[0] is not None and rtx[0] < rtx[1] < rtx[2]  # completions: the same window
+    busy = [s.busy_replicas["rtx4090"] for s in seen[15.0]]
+    assert 0 < busy[0] < busy[1] < busy[2]
+
+
 def test_cold_start_delays_service_and_is_paid_for() -> None:
     pool = mixed_pool()
     t = trace(np.arange(0.5, 240.0, 1.0), prompt=300, output=50, classes=[1] * 240)

@@ -17,9 +17,11 @@ from tools.bench_sim import (
     first_burst,
     main,
     results_rows,
+    scrape_rows,
     suite_markdown,
     targets,
     verdict_rows,
+    with_gpufleet,
 )
 
 from gpufleet.sim.report import ClassSummary, Summary
@@ -324,3 +326,31 @@ def test_the_first_burst_is_found_in_the_arrivals() -> None:
     assert first_burst(outcome) == (600.0, 660.0 + AFTER_BURST_SECONDS)  # type: ignore[arg-type]
     steady = SimpleNamespace(results=[SimpleNamespace(arrival_seconds=np.arange(0.0, 900.0, 0.5))])
     assert first_burst(steady) is None  # type: ignore[arg-type]
+
+
+def test_the_scrape_table_sets_gpufleet_at_each_scrape_against_the_same_references() -> None:
+    fast = case(summary("gpufleet", 0.105, 0.985, 0.982, cold=3), ORACLE, STATIC)
+    # At the slower scrape gpufleet attains less batch: (a) batch and (c) miss there.
+    slow = with_gpufleet(fast, summary("gpufleet", 0.104, 0.985, 0.95, cold=4))
+    assert slow.policy("oracle") is ORACLE and slow.policy("static-split") is STATIC
+    header, rows = scrape_rows([fast], {fast.label: slow})
+    assert header[0] == "trace / assign" and "realtime % 5 s / 15 s" in header
+    assert rows == [
+        [
+            "bursts / size",
+            "0.1050 / 0.1040",
+            "98.50 / 98.50",
+            "98.20 / 95.00",
+            "3 / 4",
+            "5 / 3 of 5",
+        ]
+    ]
+    assert scrape_rows([fast], {}) == (header, [])  # no slow run: no row
+
+
+def test_the_suite_runs_at_its_scrape_and_gpufleet_again_at_the_chart_default() -> None:
+    argv = command(AZURE, "size")
+    assert argv[argv.index("--scrape-interval") + 1] == "5"
+    slow = command(AZURE, "size", policies=("gpufleet",), scrape=15.0)
+    assert slow[slow.index("--scrape-interval") + 1] == "15"
+    assert slow[slow.index("--policy") + 1] == "gpufleet"
