@@ -132,8 +132,8 @@ def register(subparsers: Any) -> None:
         help="how often Prometheus scrapes the vLLM pods, as the operator is told "
         "(--prometheus-scrape-interval, chart value prometheus.scrapeIntervalSeconds; both "
         "default to 15): each pass reads rates and P99s over an interval and at least four "
-        "scrapes, so with a 15 s scrape and a 30 s interval a step shows at half its size "
-        "at the first pass after it (default 15)",
+        "scrapes (here in whole intervals, the nearest), so with a 15 s scrape and a 30 s "
+        "interval a step shows at half its size at the first pass after it (default 15)",
     )
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
     parser.add_argument("--output", choices=("table", "json"), default="table")
