@@ -32,7 +32,7 @@ from urllib3.util.retry import Retry
 
 from gpufleet.adapters import promql
 from gpufleet.api.types import InferencePool
-from gpufleet.planning.observed import metrics_window_seconds
+from gpufleet.planning.observed import SCRAPES_PER_WINDOW, metrics_window_seconds
 from gpufleet.planning.records import MetricsReading, MetricsState, TierMetrics
 
 log = logging.getLogger(__name__)
@@ -135,9 +135,12 @@ class PrometheusMetrics:
             )
             for t in pool.spec.tiers
         }
+        window = self.window_seconds(pool)
         return MetricsReading(
             MetricsState.AVAILABLE,
-            f"Read {len(fresh)} tier(s) of {name} from Prometheus",
+            f"Read {len(fresh)} tier(s) of {name} from Prometheus: rates and P99 over the "
+            f"last {window} s (the {pool.spec.scaling.interval_seconds} s interval, and at "
+            f"least {SCRAPES_PER_WINDOW} scrapes of {self.scrape_interval_seconds} s)",
             tiers=tiers,
             demand_queries=self._demand_queries(pool),
         )

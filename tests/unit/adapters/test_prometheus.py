@@ -182,6 +182,11 @@ def test_reads_tiers_and_infers_demand() -> None:
         }
     )
     assert reading.state is MetricsState.AVAILABLE
+    # What `kubectl describe` shows under MetricsAvailable: the window every rate spans
+    # (the pool's 30 s interval, and four of the adapter's default 15 s scrapes).
+    assert reading.message.endswith(
+        "rates and P99 over the last 60 s (the 30 s interval, and at least 4 scrapes of 15 s)"
+    )
     assert reading.tiers["h100"].ttft_p99_seconds == 0.03
     assert reading.tiers["rtx4090"].ttft_p99_seconds is None  # NaN: no request finished
     assert reading.demand_queries == {}  # no class has a demandQuery
