@@ -132,7 +132,7 @@ def register(subparsers: Any) -> None:
         help="how often Prometheus scrapes the vLLM pods, as the operator is told "
         "(--prometheus-scrape-interval, chart value prometheus.scrapeIntervalSeconds; both "
         "default to 15): each pass reads rates and P99s over an interval and at least four "
-        "scrapes (here in whole intervals, the nearest), so with a 15 s scrape and a 30 s "
+        "scrapes, so with a 15 s scrape and a 30 s "
         "interval a step shows at half its size at the first pass after it (default 15)",
     )
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
@@ -359,7 +359,7 @@ def _simulate_all(
 def _meta(
     args: argparse.Namespace, pool: Any, trace: Any, notes: list[str], wall: float
 ) -> dict[str, Any]:
-    from gpufleet.sim.engine import window_intervals
+    from gpufleet.sim.engine import window_seconds
 
     shares = {
         name: float(np.mean(trace.class_index == ci)) for ci, name in enumerate(trace.classes)
@@ -376,10 +376,9 @@ def _meta(
         "speedup": args.speedup,
         "intervalSeconds": pool.spec.scaling.interval_seconds,
         "scrapeIntervalSeconds": args.scrape_interval,
-        "metricsWindowSeconds": window_intervals(
+        "metricsWindowSeconds": window_seconds(
             float(pool.spec.scaling.interval_seconds), args.scrape_interval
-        )
-        * pool.spec.scaling.interval_seconds,
+        ),
         "preemption": {
             "meanUpHours": args.preemption_mean_hours,
             "meanOutageMinutes": args.preemption_outage_minutes,

@@ -9,8 +9,9 @@ request to the class's other weighted tiers (a gateway retry); with none, it is 
 policy sees what Prometheus would show for it and decides, and the fleet follows. What
 Prometheus shows is a rate (or P99) over the operator's window: the last interval, or
 more where the scrape is slower than a quarter interval (`SimConfig.scrape_interval_seconds`:
-with a 15 s scrape and a 30 s interval, the last two, so a step shows at half its size
-at the first pass after it). Queues are read as they are at the pass.
+the last 60 s with a 15 s scrape and a 30 s interval, so a step shows at half its size at
+the first pass after it; the last 40 s with a 10 s scrape, exactly). Queues are read as
+they are at the pass.
 
 Every policy starts warm: before the trace starts it has decided on the first interval's
 demand and its replicas are Ready, so no policy pays a start-up transient the others do not.
@@ -18,6 +19,7 @@ demand and its replicas are Ready, so no policy pays a start-up transient the ot
 
 from __future__ import annotations
 
+import bisect
 import math
 import time as wallclock
 from collections.abc import Callable, Mapping
@@ -48,7 +50,6 @@ from gpufleet.sim.metrics import (
     TTFT_BUCKETS,
     Interval,
     Recorder,
-    TierInterval,
     exact_quantile,
     fraction_above,
     histogram_quantile,
@@ -74,8 +75,8 @@ class SimConfig:
     # reads), or the exact sample quantile (what-if: perfect metrics).
     exact_quantiles: bool = False
     # How often Prometheus scrapes the pods: a pass's rates and P99s span an interval and
-    # at least four scrapes (`planning.observed.metrics_window_seconds`), in whole
-    # intervals, the nearest. None: one interval (a scrape of a quarter interval or less).
+    # at least four scrapes (`planning.observed.metrics_window_seconds`). None: one
+    # interval (a scrape of a quarter interval or less).
     scrape_interval_seconds: float | None = None
 
 
@@ -133,7 +134,8 @@ class _Run:
         self.config = config
         self.interval = interval
         spec = pool.spec
-        self.recorder = Recorder(trace, len(spec.tiers))
+        self.window = window_seconds(interval, config.scrape_interval_seconds)
+        self.recorder = Recorder(trace, len(spec.tiers), self.window)
         prompt, output = self.recorder.prompt, self.recorder.output
         # The drain time the operator writes into the pods (--shutdown-timeout), so a
         # scale-down here cuts what the same scale-down there would.
@@ -306,11 +308,10 @@ class _Run:
             )
             total = fleet.busy_seconds()
             marks = self.busy_marks[fleet.index]
-            since = [m for m in marks if m[0] >= now - span - 1e-9] or marks[-1:]
-            elapsed = now - since[0][0]
-            busy[fleet.name] = (total - since[0][1]) / elapsed if elapsed > 0 else 0.0
+            busy[fleet.name] = busy_share(marks, now - span, now, total)
             marks.append((now, total))
-            del marks[: max(0, len(marks) - 64)]
+            while len(marks) > 2 and marks[1][0] <= now - self.window:
+                del marks[0]  # no window reaches back past the next one
         loads = class_loads(self.trace, loads_end - span, loads_end)
         class_p99 = {
             name: self.quantile(interval.class_ttft_samples[ci]) if interval else None
@@ -350,15 +351,14 @@ def simulate(
     decision = policy.warm(run.seen(0.0, None, interval))
     run.apply(decision, 0.0, warm=True)
     decisions = 1
-    spans = 1 if policy.foresight else window_intervals(interval, config.scrape_interval_seconds)
-    recent: list[Interval] = []
     for k in range(run.n_intervals):
         interval_metrics = run.run_interval(k)
         now = (k + 1) * interval
         _record(run, timeline, interval_metrics, now)
-        recent = [*recent, interval_metrics][-spans:]
         if k + 1 < run.n_intervals:
-            window = merged(recent)
+            window = interval_metrics
+            if run.window > interval and not policy.foresight:
+                window = run.recorder.window(max(now - run.window, 0.0), now)
             seen = run.seen(now, window, now + interval if policy.foresight else now)
             decision = policy.decide(seen)
             run.apply(decision, now)
@@ -389,35 +389,26 @@ def simulate(
     )
 
 
-def window_intervals(interval: float, scrape_interval_seconds: float | None) -> int:
-    """The intervals a pass's metrics span (SimConfig.scrape_interval_seconds); a policy
+def window_seconds(interval: float, scrape_interval_seconds: float | None) -> float:
+    """The span of a pass's rates and P99s (SimConfig.scrape_interval_seconds); a policy
     with foresight sees its own interval's arrivals instead."""
     if scrape_interval_seconds is None:
-        return 1
-    window = metrics_window_seconds(interval, scrape_interval_seconds)
-    return max(1, math.floor(window / interval + 0.5))
+        return interval
+    return metrics_window_seconds(interval, scrape_interval_seconds)
 
 
-def merged(intervals: list[Interval]) -> Interval:
-    """Consecutive intervals' metrics as one window (what a longer rate window reads)."""
-    if len(intervals) == 1:
-        return intervals[0]
-    tiers = []
-    for parts in zip(*(i.tiers for i in intervals), strict=True):
-        tiers.append(
-            TierInterval(
-                ttft_samples=[x for p in parts for x in p.ttft_samples],
-                prompt_tokens=sum(p.prompt_tokens for p in parts),
-                generation_tokens=sum(p.generation_tokens for p in parts),
-                completed=sum(p.completed for p in parts),
-                completed_prompts=[x for p in parts for x in p.completed_prompts],
-            )
-        )
-    classes = [
-        [x for p in parts for x in p]
-        for parts in zip(*(i.class_ttft_samples for i in intervals), strict=True)
-    ]
-    return Interval(intervals[0].start, intervals[-1].end, tiers, classes)
+def busy_share(marks: list[tuple[float, float]], start: float, end: float, total: float) -> float:
+    """Busy replicas on average over [start, end): `marks` are (time, busy replica-seconds
+    so far) at earlier passes, `total` the count at `end`; between marks it grew evenly."""
+    times = [t for t, _ in marks]
+    start = max(start, times[0])
+    k = bisect.bisect_right(times, start) - 1
+    at = marks[k][1]
+    if k + 1 < len(marks) and times[k + 1] > times[k]:
+        at += (marks[k + 1][1] - at) * (start - times[k]) / (times[k + 1] - times[k])
+    elif k + 1 == len(marks) and end > times[k]:
+        at += (total - at) * (start - times[k]) / (end - times[k])
+    return (total - at) / (end - start) if end > start else 0.0
 
 
 def _record(run: _Run, timeline: Timeline, interval: Interval, now: float) -> None:

@@ -3,7 +3,9 @@
 The `Recorder` keeps each request's fate (first token, completion, drop, cut and why) and
 the stream of first-token and completion events. At each decision time the engine asks for
 the interval that just ended: only events before that time count, so the planner sees
-the past and nothing else. Latency quantiles are computed the way the operator reads them:
+the past and nothing else. A rate window longer than an interval (the operator's, at a
+slow scrape) reads the events of its exact span (`window`): the recorder keeps reported
+events that long. Latency quantiles are computed the way the operator reads them:
 `histogram_quantile(0.99, ...)` over vLLM's TTFT histogram buckets, with Prometheus's
 linear interpolation inside a bucket, not the exact sample quantile. The buckets are the
 ones the operator asks the pool's vLLM for (`gpufleet.desired.manifests.ttft_buckets`:
@@ -21,11 +23,14 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
 from gpufleet.sim.traces import Trace
+
+_E = TypeVar("_E", tuple[float, int], tuple[float, int, int])  # a recorded event
 
 # vllm:time_to_first_token_seconds default buckets (the same in vLLM 0.8 and 0.33).
 TTFT_BUCKETS: tuple[float, ...] = (
@@ -166,8 +171,12 @@ class Interval:
 class Recorder:
     """Per-request outcomes of one run, and the events the metrics are made of."""
 
-    def __init__(self, trace: Trace, n_tiers: int) -> None:
+    def __init__(self, trace: Trace, n_tiers: int, keep_seconds: float = 0.0) -> None:
         n = len(trace)
+        # Reported events stay this long for `window`: a rate window longer than an interval.
+        self.keep_seconds = keep_seconds
+        self._kept: tuple[list[tuple[float, int]], ...] = ([], [])  # first tokens, completions
+        self._kept_tokens: list[tuple[float, int, int]] = []
         self.arrival: list[float] = trace.arrival_seconds.tolist()
         self.prompt: list[int] = trace.prompt_tokens.tolist()
         self.output: list[int] = trace.output_tokens.tolist()
@@ -212,33 +221,57 @@ class Recorder:
 
     def interval(self, start: float, end: float) -> Interval:
         """Metrics of events before `end` not yet reported (those after wait for later)."""
+        first, first_later = _split(self._first_events, end)
+        done, done_later = _split(self._done_events, end)
+        tokens, tokens_later = _split(self._token_events, end)
+        self._first_events, self._done_events, self._token_events = (
+            first_later,
+            done_later,
+            tokens_later,
+        )
+        if self.keep_seconds > 0:
+            since = end - self.keep_seconds
+            kept_first, kept_done = self._kept
+            self._kept = (
+                [e for e in kept_first if e[0] >= since] + first,
+                [e for e in kept_done if e[0] >= since] + done,
+            )
+            self._kept_tokens = [e for e in self._kept_tokens if e[0] >= since] + tokens
+        return self._metrics(start, end, first, done, tokens)
+
+    def window(self, start: float, end: float) -> Interval:
+        """Metrics of the reported events in [start, end): what a rate window over more
+        than the last interval reads (at most `keep_seconds` back)."""
+        first, done = ([e for e in kept if start <= e[0] < end] for kept in self._kept)
+        tokens = [e for e in self._kept_tokens if start <= e[0] < end]
+        return self._metrics(start, end, first, done, tokens)
+
+    def _metrics(
+        self,
+        start: float,
+        end: float,
+        first: list[tuple[float, int]],
+        done: list[tuple[float, int]],
+        tokens: list[tuple[float, int, int]],
+    ) -> Interval:
         tiers = [TierInterval() for _ in range(self.n_tiers)]
         classes: list[list[float]] = [[] for _ in range(self.n_classes)]
-        first_later: list[tuple[float, int]] = []
-        for time, request in self._first_events:
-            if time >= end:
-                first_later.append((time, request))
-                continue
+        for _, request in first:
             tier = tiers[int(self.tier_of[request])]
             value = float(self.ttft[request])
             tier.ttft_samples.append(value)
             tier.prompt_tokens += self.prompt[request]
             classes[self.class_of[request]].append(value)
-        done_later: list[tuple[float, int]] = []
-        for time, request in self._done_events:
-            if time >= end:
-                done_later.append((time, request))
-                continue
+        for _, request in done:
             tier = tiers[int(self.tier_of[request])]
             tier.completed += 1
             tier.completed_prompts.append(self.prompt[request])
-        tokens_later: list[tuple[float, int, int]] = []
-        for time, request, tokens in self._token_events:
-            if time >= end:
-                tokens_later.append((time, request, tokens))
-                continue
-            tiers[int(self.tier_of[request])].generation_tokens += tokens
-        self._first_events = first_later
-        self._done_events = done_later
-        self._token_events = tokens_later
+        for _, request, count in tokens:
+            tiers[int(self.tier_of[request])].generation_tokens += count
         return Interval(start, end, tiers, classes)
+
+
+def _split(events: list[_E], end: float) -> tuple[list[_E], list[_E]]:
+    """Events before `end`, and the rest."""
+    before = [e for e in events if e[0] < end]
+    return before, [e for e in events if e[0] >= end] if len(before) < len(events) else []

@@ -13,7 +13,7 @@ from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.planner import plan
 from gpufleet.planning.records import TierObservation
-from gpufleet.sim.engine import SimConfig, models_of, simulate
+from gpufleet.sim.engine import SimConfig, busy_share, models_of, simulate
 from gpufleet.sim.fleet import Preemption
 from gpufleet.sim.gpufleet_policy import GpufleetPolicy
 from gpufleet.sim.metrics import CutCause, Fate
@@ -115,7 +115,8 @@ def test_a_policy_sees_only_the_interval_that_ended() -> None:
 def test_a_slower_scrape_spreads_what_a_pass_reads_over_the_operator_s_window() -> None:
     """With a 15 s scrape and a 30 s interval the operator reads 60 s (four scrapes): the
     step from 30 requests an interval to 90 shows at 60 an interval at the pass after it,
-    and whole a pass later. A 5 s scrape reads the last interval alone."""
+    and whole a pass later. A 5 s scrape reads the last interval alone; a 10 s one the
+    last 40 s, a third of an interval before the last one included."""
     pool = mixed_pool()
     arrivals = np.concatenate(
         [np.linspace(0.5, 29, 30), np.linspace(30.5, 59, 90), np.linspace(60.5, 89, 90)]
@@ -123,7 +124,7 @@ def test_a_slower_scrape_spreads_what_a_pass_reads_over_the_operator_s_window() 
     arrivals = np.concatenate([arrivals, np.linspace(90.5, 119, 90)])
     t = trace(arrivals, prompt=100, output=20, classes=[1] * len(arrivals))
     seen = {}
-    for scrape in (5.0, 15.0):
+    for scrape in (5.0, 10.0, 15.0):
         policy = Recording(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
         simulate(pool, t, policy, SimConfig(scrape_interval_seconds=scrape))
         seen[scrape] = policy.seen
@@ -132,10 +133,24 @@ def test_a_slower_scrape_spreads_what_a_pass_reads_over_the_operator_s_window() 
     # Passes at 30, 60 and 90 s; 120 tokens a request.
     assert tokens[5.0] == pytest.approx([120.0, 360.0, 360.0])  # the last 30 s
     assert tokens[15.0] == pytest.approx([120.0, 240.0, 360.0])  # the last 60 s (30 at first)
+    # The last 40 s (30 s at first): at 60 s, 90 requests in 30-60 s and 10 in 20-30 s.
+    arrived = [np.sum((arrivals >= end - 40) & (arrivals < end)) for end in (60.0, 90.0)]
+    assert arrived[0] == 100
+    assert tokens[10.0] == pytest.approx([120.0, *(n * 120 / 40 for n in arrived)])
     rtx = [s.observation.tiers["rtx4090"].requests_per_second for s in seen[15.0]]
     assert rtx[0] is not None and rtx[0] < rtx[1] < rtx[2]  # completions: the same window
     busy = [s.busy_replicas["rtx4090"] for s in seen[15.0]]
     assert 0 < busy[0] < busy[1] < busy[2]
+
+
+def test_a_window_s_busy_share_between_passes_is_read_at_an_even_rate() -> None:
+    marks = [(0.0, 0.0), (30.0, 30.0), (60.0, 90.0)]  # 1 busy replica, then 2
+    assert busy_share(marks, 30.0, 60.0, 90.0) == pytest.approx(2.0)  # a mark at each end
+    assert busy_share(marks, 20.0, 60.0, 90.0) == pytest.approx((90 - 20) / 40)
+    assert busy_share(marks, -30.0, 30.0, 30.0) == pytest.approx(1.0)  # nothing before 0
+    # From the last mark to now: the total at `end` closes the segment.
+    assert busy_share(marks, 70.0, 90.0, 150.0) == pytest.approx(60 * 20 / 30 / 20)
+    assert busy_share(marks, 60.0, 60.0, 90.0) == 0.0
 
 
 def test_cold_start_delays_service_and_is_paid_for() -> None:

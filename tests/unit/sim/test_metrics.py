@@ -117,3 +117,30 @@ def test_an_interval_lists_the_prompts_of_the_requests_it_completed() -> None:
     recorder.completed(1, 15.0)
     assert recorder.interval(0.0, 10.0).tiers[0].completed_prompts == [10]
     assert recorder.interval(10.0, 20.0).tiers[0].completed_prompts == [20]
+
+
+def test_a_window_reads_the_reported_events_of_its_exact_span() -> None:
+    """A rate window longer than an interval (a slow scrape): the recorder keeps what it
+    reported for `keep_seconds` and reads [start, end) from it, no more."""
+    recorder = Recorder(trace([0.0, 1.0, 2.0, 3.0], prompt=[10, 20, 30, 40]), 1, keep_seconds=40.0)
+    for request, time in enumerate([5.0, 25.0, 35.0, 55.0]):
+        recorder.routed(request, 0)
+        recorder.first_token(request, time)
+        recorder.completed(request, time + 1.0)
+    assert recorder.interval(0.0, 30.0).tiers[0].prompt_tokens == 30
+    assert recorder.interval(30.0, 60.0).tiers[0].prompt_tokens == 70
+    window = recorder.window(20.0, 60.0)  # 40 s: the first request is out, the rest in
+    assert window.tiers[0].prompt_tokens == 90
+    assert window.tiers[0].completed_prompts == [20, 30, 40]
+    assert sum(len(samples) for samples in window.class_ttft_samples) == 3
+    # Kept no longer than asked: after the interval to 90 s, the events of 50-90 s alone.
+    assert recorder.interval(60.0, 90.0).tiers[0].prompt_tokens == 0
+    assert recorder.window(0.0, 90.0).tiers[0].prompt_tokens == 40
+
+
+def test_without_keep_seconds_nothing_is_kept_for_windows() -> None:
+    recorder = Recorder(trace([0.0], prompt=[10]), 1)
+    recorder.routed(0, 0)
+    recorder.first_token(0, 5.0)
+    assert recorder.interval(0.0, 30.0).tiers[0].prompt_tokens == 10
+    assert recorder.window(0.0, 30.0).tiers[0].prompt_tokens == 0
