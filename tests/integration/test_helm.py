@@ -9,7 +9,9 @@ pulling the shared one's CRD away from other tests.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -225,3 +227,83 @@ def test_uninstall_without_keep_removes_the_crd_and_the_pools(
     result = own_plane.kubectl("get", "inferencepools.gpufleet.dev", "-A", check=False)
     assert result.returncode != 0
     assert "the server doesn't have a resource type" in result.stderr
+
+
+# The Prometheus Operator release whose PodMonitor CRD checks the chart's, from the Go module
+# cache (never a copy in git).
+PROMETHEUS_OPERATOR = "github.com/prometheus-operator/prometheus-operator@v0.85.0"
+PODMONITOR_CRD = "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml"
+
+
+@pytest.fixture(scope="module")
+def podmonitor_crd(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workdir = tmp_path_factory.mktemp("gomod")
+    env = {**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=mod"}
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", PROMETHEUS_OPERATOR],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    path = Path(json.loads(found.stdout)["Dir"]) / PODMONITOR_CRD
+    assert path.is_file(), f"{PODMONITOR_CRD} not in {PROMETHEUS_OPERATOR}"
+    return path
+
+
+def kept_whole(sent: Any, stored: Any) -> bool:
+    """Whether every field of `sent` is in `stored` with the same value."""
+    if isinstance(sent, dict):
+        return isinstance(stored, dict) and all(
+            k in stored and kept_whole(v, stored[k]) for k, v in sent.items()
+        )
+    if isinstance(sent, list):
+        return (
+            isinstance(stored, list)
+            and len(sent) == len(stored)
+            and all(kept_whole(a, b) for a, b in zip(sent, stored, strict=True))
+        )
+    return bool(sent == stored)
+
+
+def test_the_vllm_pod_monitor_is_a_valid_podmonitor_at_the_operator_s_interval(
+    own_plane: ControlPlane, helm: Helm, podmonitor_crd: Path, pools_namespace: str
+) -> None:
+    """The apiserver, with the Prometheus Operator's CRD, takes the chart's PodMonitor for
+    the vLLM pods whole: every field survives (a structural schema prunes unknown ones)."""
+    own_plane.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(podmonitor_crd))
+    own_plane.kubectl(
+        "wait",
+        "--for=condition=Established",
+        "--timeout=60s",
+        "crd/podmonitors.monitoring.coreos.com",
+    )
+    install(
+        helm,
+        CHART,
+        "prometheus.vllmPodMonitor.enabled=true",
+        "prometheus.scrapeIntervalSeconds=5",
+        f"watchNamespaces={{{pools_namespace}}}",
+    )
+    try:
+        monitor = get(own_plane, "podmonitor", f"{RELEASE}-vllm", "-n", NAMESPACE)
+        rendered = next(
+            d
+            for d in yaml.safe_load_all(
+                helm.run("get", "manifest", RELEASE, "-n", NAMESPACE).stdout
+            )
+            if d and d.get("kind") == "PodMonitor"
+        )
+        # Every rendered field is kept (the CRD's defaults, such as action: replace, added).
+        assert kept_whole(rendered["spec"], monitor["spec"])
+        assert monitor["spec"]["podMetricsEndpoints"][0]["relabelings"][1]["action"] == "replace"
+        endpoint = monitor["spec"]["podMetricsEndpoints"][0]
+        assert endpoint["interval"] == "5s"
+        assert endpoint["port"] == "http"
+        assert [r.get("targetLabel") for r in endpoint["relabelings"]] == [None, "namespace", "pod"]
+        assert monitor["spec"]["namespaceSelector"] == {"matchNames": [pools_namespace]}
+    finally:
+        helm.run("uninstall", RELEASE, "-n", NAMESPACE, "--wait", "--timeout", "120s")
+    assert not exists(own_plane, "podmonitor", f"{RELEASE}-vllm", "-n", NAMESPACE)

@@ -26,8 +26,8 @@ Metric names are matched as `vllm[:_]name`: prometheus_client (what vLLM exports
 written the ':' of metric names as '_' in its OpenMetrics output (0.26 does), and
 Prometheus asks for OpenMetrics first, so the same pod may be stored under either spelling.
 
-With the Prometheus Operator, a PodMonitor selecting `gpufleet.dev/pool` does the same
-with `podTargetLabels: [gpufleet.dev/pool, gpufleet.dev/tier]` (namespace is kept).
+With the Prometheus Operator, the chart's `prometheus.vllmPodMonitor` PodMonitor does the
+same, with these relabelings.
 """
 
 from __future__ import annotations

@@ -33,6 +33,16 @@ CASES: dict[str, dict[str, Any]] = {
             "labels": {"release": "kube-prometheus-stack"},
         }
     },
+    "vllm-pod-monitor": {
+        "prometheus": {
+            "scrapeIntervalSeconds": 5,
+            "vllmPodMonitor": {"enabled": True, "labels": {"release": "kube-prometheus-stack"}},
+        }
+    },
+    "vllm-pod-monitor-watching": {
+        "watchNamespaces": ["llm", "batch"],
+        "prometheus": {"vllmPodMonitor": {"enabled": True}},
+    },
     "alerts": {
         "serviceMonitor": {"enabled": True},
         "alerts": {

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gpufleet.api import chart, crd
-from tests.pools import ROOT
+from tests.pools import ROOT, load_example
 from tests.unit.chart.helm import CHART, Helm, documents, find, write_values
 from tests.unit.chart.values_doc import misnamed, read_values, undocumented
 
@@ -121,3 +121,39 @@ def test_one_kind_per_template_file() -> None:
             if line.startswith("kind:")
         }
         assert len(kinds) == 1, f"{path.name} holds {kinds}"
+
+
+def test_the_vllm_pod_monitor_selects_the_pods_the_operator_runs(
+    helm: Helm, tmp_path: Path
+) -> None:
+    """Its selector, port and path match every tier's Deployment the operator writes, and
+    its relabelings keep the labels the operator's queries select on."""
+    from gpufleet.adapters import promql
+    from gpufleet.api.types import InferencePool
+    from gpufleet.desired import manifests
+
+    values = {"prometheus": {"vllmPodMonitor": {"enabled": True}}}
+    docs = documents(helm.template(write_values(tmp_path / "v.yaml", values)))
+    spec = find(docs, "PodMonitor")["spec"]
+    pool = InferencePool.model_validate(
+        {**load_example(), "metadata": {"name": "p", "namespace": "llm"}}
+    )
+    for tier in pool.spec.tiers:
+        template = manifests.deployment(pool, tier, 1)["spec"]["template"]
+        labels = template["metadata"]["labels"]
+        assert spec["selector"]["matchLabels"].items() <= labels.items()
+        for expression in spec["selector"]["matchExpressions"]:
+            assert expression["operator"] == "Exists" and expression["key"] in labels
+        ports = {p["name"] for c in template["spec"]["containers"] for p in c.get("ports", [])}
+        endpoint = spec["podMetricsEndpoints"][0]
+        assert endpoint["port"] in ports
+        assert endpoint["path"] == template["metadata"]["annotations"]["prometheus.io/path"]
+    endpoint = spec["podMetricsEndpoints"][0]
+    assert endpoint["interval"] == "15s"  # prometheus.scrapeIntervalSeconds' default
+    kept = endpoint["relabelings"]
+    for label in (promql.POOL_LABEL, promql.TIER_LABEL):
+        assert any(r.get("action") == "labelmap" and label in r["regex"] for r in kept)
+    assert {r.get("targetLabel") for r in kept} >= {promql.NAMESPACE_LABEL, promql.POD_LABEL}
+    assert spec["namespaceSelector"] == {"any": True}
+    # Off by default.
+    assert not [d for d in documents(helm.template()) if d["kind"] == "PodMonitor"]
