@@ -139,3 +139,14 @@ def test_an_unknown_policy_exits_2() -> None:
     )
     assert done.returncode == 2
     assert "magic" in done.stderr
+
+
+def test_policy_given_once_per_flag_runs_each_once() -> None:
+    """--policy repeated adds up, like a comma-separated list; a policy named twice runs once."""
+    done = _simulate(
+        "-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", "--duration", "120",
+        "--policy", "static-split", "--policy", "utilization,static-split",
+        "--output", "json", "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert list(json.loads(done.stdout)["policies"]) == ["static-split", "utilization"]

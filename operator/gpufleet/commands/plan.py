@@ -1,6 +1,7 @@
 """`gpufleet plan`: what the operator would run for a demand, with no cluster.
 
     gpufleet plan -f pool.yaml --demand realtime=2000,batch=30000 [--output table|json]
+    gpufleet plan -f pool.yaml --demand realtime=2000 --demand batch=30000
 
 Demand is tokens per second (prompt plus generated) per traffic class; classes left out
 have none. The planner is the operator's own, on a fleet with nothing running yet.
@@ -47,8 +48,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("-f", "--filename", type=Path, required=True, help="InferencePool YAML")
     parser.add_argument(
         "--demand",
-        default="",
-        help="tokens/s per class, e.g. realtime=2000,batch=30000 (classes left out: 0)",
+        action="append",
+        default=[],
+        help="tokens/s per class, e.g. realtime=2000,batch=30000 or the flag once per "
+        "class (classes left out: 0)",
     )
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.set_defaults(func=main)
@@ -57,7 +60,7 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     try:
         pool = load_pool(args.filename)
-        demand = parse_demand(args.demand, [c.name for c in pool.spec.traffic_classes])
+        demand = parse_demand(",".join(args.demand), [c.name for c in pool.spec.traffic_classes])
     except InvalidPool as invalid:
         print(f"error: {args.filename}: {invalid}", file=sys.stderr)
         return 2
@@ -75,10 +78,14 @@ def main(args: argparse.Namespace) -> int:
 def parse_demand(text: str, classes: list[str]) -> dict[str, float]:
     """`realtime=2000,batch=30000` -> {class: tokens/s}, every class present."""
     demand = dict.fromkeys(classes, 0.0)
+    given: set[str] = set()
     for item in filter(None, (part.strip() for part in text.split(","))):
         name, sep, value = item.partition("=")
         if not sep:
             raise UsageError(f"--demand {item}: expected CLASS=TOKENS_PER_SECOND")
+        if name in given:
+            raise UsageError(f"--demand {item}: class {name!r} is given twice; give it once")
+        given.add(name)
         if name not in demand:
             raise UsageError(
                 f"--demand {item}: the pool has no traffic class {name!r} "

@@ -42,10 +42,11 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--policy",
-        default="all",
+        action="append",
+        default=[],
         help="all (every one that applies to the pool: h100-only and rtx4090-only need a "
         "tier of that GPU type), or a comma-separated list of gpufleet, h100-only, "
-        "rtx4090-only, static-split, utilization, oracle (default: all)",
+        "rtx4090-only, static-split, utilization, oracle; repeatable (default: all)",
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of every random draw (0)")
     parser.add_argument(
@@ -278,11 +279,12 @@ def run(args: argparse.Namespace) -> Outcome:
         models = models_of(pool)
     except ProfileNotFound as missing:
         raise UsageError(f"{args.filename}: {missing}") from None
-    if args.policy == "all":
+    asked = [p.strip() for text in args.policy or ["all"] for p in text.split(",") if p.strip()]
+    if "all" in asked:
         names, left_out = applicable(pool.spec)
         notes += left_out
     else:
-        names = [p.strip() for p in args.policy.split(",")]
+        names = list(dict.fromkeys(asked))  # each once, in the order asked
     unknown = [n for n in names if n not in POLICY_NAMES]
     if unknown:
         raise UsageError(f"--policy: unknown {', '.join(unknown)}; use {', '.join(POLICY_NAMES)}")

@@ -60,12 +60,39 @@ def test_table_shows_replicas_weights_p99_cost_and_reason(
         pytest.param("realtime=fast", "'fast' is not a number", id="not-a-number"),
         pytest.param("realtime", "expected CLASS=TOKENS_PER_SECOND", id="no-value"),
         pytest.param("realtime=-5", "finite number >= 0", id="negative"),
+        pytest.param("batch=1,batch=2", "class 'batch' is given twice", id="twice"),
     ],
 )
 def test_bad_demand_is_refused(capsys: pytest.CaptureFixture[str], demand: str, error: str) -> None:
     code, _, err = run(capsys, "-f", str(BASE_EXAMPLE), "--demand", demand)
     assert code == 2
     assert error in err
+
+
+def test_demand_given_once_per_class_adds_up(capsys: pytest.CaptureFixture[str]) -> None:
+    """--demand repeated, one class each, is the same as one comma-separated list."""
+    once = run(
+        capsys, "-f", str(BASE_EXAMPLE), "--demand", "realtime=2000,batch=30000", "--output", "json"
+    )
+    apart = run(
+        capsys,
+        "-f",
+        str(BASE_EXAMPLE),
+        "--demand",
+        "realtime=2000",
+        "--demand",
+        "batch=30000",
+        "--output",
+        "json",
+    )
+    assert once[0] == apart[0] == 0
+    demand = {c["name"]: c["demandTokensPerSecond"] for c in json.loads(apart[1])["classes"]}
+    assert demand == {"realtime": 2000, "batch": 30000}
+    assert json.loads(once[1])["tiers"] == json.loads(apart[1])["tiers"]
+    code, _, err = run(
+        capsys, "-f", str(BASE_EXAMPLE), "--demand", "batch=1", "--demand", "batch=2"
+    )
+    assert code == 2 and "given twice" in err
 
 
 def test_invalid_pool_names_the_field(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
