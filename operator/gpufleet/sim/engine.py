@@ -135,7 +135,9 @@ class _Run:
         self.interval = interval
         spec = pool.spec
         self.window = window_seconds(interval, config.scrape_interval_seconds)
-        self.recorder = Recorder(trace, len(spec.tiers), self.window)
+        # Reported events are kept for windows longer than an interval only.
+        keep = self.window if self.window > interval else 0.0
+        self.recorder = Recorder(trace, len(spec.tiers), keep)
         prompt, output = self.recorder.prompt, self.recorder.output
         # The drain time the operator writes into the pods (--shutdown-timeout), so a
         # scale-down here cuts what the same scale-down there would.
