@@ -150,3 +150,6 @@ def test_policy_given_once_per_flag_runs_each_once() -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert list(json.loads(done.stdout)["policies"]) == ["static-split", "utilization"]
+    empty = _simulate("-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", "--policy", " ,")
+    assert empty.returncode == 2
+    assert "--policy: name one or more of all, gpufleet" in empty.stderr

@@ -280,6 +280,8 @@ def run(args: argparse.Namespace) -> Outcome:
     except ProfileNotFound as missing:
         raise UsageError(f"{args.filename}: {missing}") from None
     asked = [p.strip() for text in args.policy or ["all"] for p in text.split(",") if p.strip()]
+    if not asked:
+        raise UsageError(f"--policy: name one or more of all, {', '.join(POLICY_NAMES)}")
     if "all" in asked:
         names, left_out = applicable(pool.spec)
         notes += left_out
