@@ -153,3 +153,27 @@ def test_policy_given_once_per_flag_runs_each_once() -> None:
     empty = _simulate("-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", "--policy", " ,")
     assert empty.returncode == 2
     assert "--policy: name one or more of all, gpufleet" in empty.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "error"),
+    [
+        ("--rate", "0", "--rate: must be more than 0 req/s"),
+        ("--rate", "nan", "--rate: must be more than 0 req/s"),
+        ("--prompt-tokens", "0", "--prompt-tokens: must be at least 1 token"),
+        ("--output-tokens", "0.5", "--output-tokens: must be at least 1 token"),
+        ("--speedup", "0", "--speedup: must be more than 0"),
+        ("--duration", "-5", "--duration: must be more than 0 seconds"),
+        ("--scrape-interval", "0", "--scrape-interval: must be more than 0 seconds"),
+        ("--preemption-mean-hours", "-1", "--preemption-mean-hours: must be at least 0 hours"),
+        ("--preemption-outage-minutes", "0", "--preemption-outage-minutes: must be more than 0"),
+        ("--preemption-notice-seconds", "-1", "--preemption-notice-seconds: must be at least 0"),
+    ],
+)
+def test_a_number_out_of_range_names_its_flag_and_exits_2(
+    flag: str, value: str, error: str
+) -> None:
+    done = _simulate("-f", str(BASE_EXAMPLE), "--trace", "synthetic:constant", flag, value)
+    assert done.returncode == 2
+    assert error in done.stderr
+    assert "Traceback" not in done.stderr

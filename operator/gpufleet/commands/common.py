@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import yaml
@@ -12,6 +13,24 @@ from gpufleet.api.types import InferencePool
 
 class UsageError(ValueError):
     """A bad file or option: the message says which."""
+
+
+def require_number(
+    flag: str,
+    value: float | None,
+    *,
+    above: float | None = None,
+    at_least: float | None = None,
+    means: str = "",
+) -> None:
+    """UsageError naming `flag` unless `value` is finite and above / at least the bound
+    (None, an option not given, passes)."""
+    if value is None:
+        return
+    if above is not None and not (math.isfinite(value) and value > above):
+        raise UsageError(f"{flag}: must be more than {above:g} {means}".rstrip())
+    if at_least is not None and not (math.isfinite(value) and value >= at_least):
+        raise UsageError(f"{flag}: must be at least {at_least:g} {means}".rstrip())
 
 
 def load_pool(path: Path) -> InferencePool:

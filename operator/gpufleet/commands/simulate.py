@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from gpufleet.commands.common import UsageError, load_pool
+from gpufleet.commands.common import UsageError, load_pool, require_number
 
 
 def register(subparsers: Any) -> None:
@@ -246,6 +246,22 @@ def _with_trace_shapes(pool: Any, trace: Any) -> tuple[Any, list[str]]:
     return pool.model_copy(update={"spec": spec}), notes
 
 
+def _check_numbers(args: argparse.Namespace) -> None:
+    """Each numeric flag in its range, named when not (before anything is loaded)."""
+    for flag, value, above, least, means in (
+        ("--rate", args.rate, 0.0, None, "req/s"),
+        ("--speedup", args.speedup, 0.0, None, ""),
+        ("--scrape-interval", args.scrape_interval, 0.0, None, "seconds"),
+        ("--duration", args.duration, 0.0, None, "seconds"),
+        ("--prompt-tokens", args.prompt_tokens, None, 1.0, "token"),
+        ("--output-tokens", args.output_tokens, None, 1.0, "token"),
+        ("--preemption-mean-hours", args.preemption_mean_hours, None, 0.0, "hours"),
+        ("--preemption-outage-minutes", args.preemption_outage_minutes, 0.0, None, "minutes"),
+        ("--preemption-notice-seconds", args.preemption_notice_seconds, None, 0.0, "seconds"),
+    ):
+        require_number(flag, value, above=above, at_least=least, means=means)
+
+
 @dataclass(frozen=True)
 class Outcome:
     """A finished `gpufleet simulate`: what it prints, for the command and the benchmark."""
@@ -266,15 +282,12 @@ def run(args: argparse.Namespace) -> Outcome:
     from gpufleet.sim.policies import POLICY_NAMES, applicable, make_policies
 
     started = time.perf_counter()
+    _check_numbers(args)
     pool = load_pool(args.filename)
     trace = _load_trace(args, pool)
     notes: list[str] = []
     if args.class_shapes == "trace":
         pool, notes = _with_trace_shapes(pool, trace)
-    if args.preemption_notice_seconds < 0:
-        raise UsageError("--preemption-notice-seconds: must be 0 (unnoticed) or more")
-    if not args.scrape_interval > 0:
-        raise UsageError("--scrape-interval: must be more than 0 seconds")
     try:
         models = models_of(pool)
     except ProfileNotFound as missing:
