@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gpufleet.commands.common import UsageError
+from gpufleet.commands.common import UsageError, require_number
 
 OBJECTIVES_MS = (200.0, 500.0, 1000.0, 2000.0)
 LOAD_SHARES = (0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
@@ -128,8 +128,7 @@ def _replica(args: argparse.Namespace) -> Any:
         g, m = gpu(args.accelerator), model(args.model)
     except KeyError as error:
         raise UsageError(str(error.args[0])) from None
-    if args.gpus < 1:
-        raise UsageError("--gpus: must be at least 1")
+    require_number("--gpus", args.gpus, at_least=1)
     refused = tensor_parallel_refusal(m.heads, m.kv_heads, args.gpus)
     if refused is not None:
         raise UsageError(f"--gpus {args.gpus}: {m.name}: {refused}")

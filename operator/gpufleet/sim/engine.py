@@ -359,7 +359,7 @@ def simulate(
         _record(run, timeline, interval_metrics, now)
         if k + 1 < run.n_intervals:
             window = interval_metrics
-            if run.window > interval and not policy.foresight:
+            if run.recorder.keep_seconds > 0 and not policy.foresight:
                 window = run.recorder.window(max(now - run.window, 0.0), now)
             seen = run.seen(now, window, now + interval if policy.foresight else now)
             decision = policy.decide(seen)

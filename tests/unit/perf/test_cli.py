@@ -59,6 +59,13 @@ def test_show_refuses_a_model_that_does_not_fit(capsys: pytest.CaptureFixture[st
     assert "no KV cache" in capsys.readouterr().err
 
 
+def test_show_refuses_fewer_than_one_gpu(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["model", "show", "--accelerator", "L40S", "--model",
+            "Qwen/Qwen2.5-14B-Instruct", "--gpus", "0"]  # fmt: skip
+    assert main(args) == 2
+    assert "--gpus: must be at least 1" in capsys.readouterr().err
+
+
 def test_show_refuses_a_gpu_count_vllm_would_refuse(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["model", "show", "--accelerator", "A100-80GB", "--model",
             "mistralai/Mistral-7B-Instruct-v0.3", "--gpus", "3"]  # fmt: skip
