@@ -191,6 +191,10 @@ class QueueWatch:
             bases[t] = AtLastPass(load.waiting, tokens, count)
         self._at_last_pass[key] = bases
 
+    def woke(self, namespace: str, name: str, tier: str) -> None:
+        """The pool was woken for a surge on `tier`: not again until its pass has run."""
+        self._woken[(namespace, name)] = tier
+
     def check(self, reading: Reading) -> list[tuple[Key, Surge]]:
         """The pools this reading shows a surge on (not woken already); remembers it as the
         previous reading of the next check."""
@@ -225,7 +229,7 @@ class QueueWatch:
                 reading = await asyncio.to_thread(self.read)
                 for (namespace, name), seen in self.check(reading) if reading else []:
                     if self.wake(namespace, name, seen.describe()):
-                        self._woken[(namespace, name)] = seen.tier
+                        self.woke(namespace, name, seen.tier)
                         log.info("Early pass of %s/%s: %s", namespace, name, seen.describe())
             except Exception:  # never let the watch die: the passes go on without it
                 log.exception("The queue watch failed to check; trying again")

@@ -69,6 +69,34 @@ def test_a_short_synthetic_trace_compares_every_policy(tmp_path: Path) -> None:
     assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_queue_watch_wakes_early_passes_as_the_operators_and_can_be_turned_off() -> None:
+    """A flash crowd at a 5 s scrape: the watch (every scrape by default, as the operator's
+    --queue-check-seconds) wakes the gpufleet policy early; `--queue-check 0` turns it
+    off; the baselines keep their own cadence either way."""
+    common = (
+        "-f", str(BASE_EXAMPLE), "--trace", "synthetic:flash-crowd", "--duration", "900",
+        "--policy", "gpufleet,static-split", "--scrape-interval", "5", "--output", "json",
+    )  # fmt: skip
+    runs = {}
+    for extra in ((), ("--queue-check", "0")):
+        done = _simulate(*common, *extra)
+        assert done.returncode == 0, done.stderr
+        runs[extra] = json.loads(done.stdout)
+    watched, unwatched = runs[()], runs[("--queue-check", "0")]
+    assert (watched["queueCheckSeconds"], unwatched["queueCheckSeconds"]) == (5.0, 0.0)
+    assert watched["policies"]["gpufleet"]["earlyPasses"] >= 1
+    assert unwatched["policies"]["gpufleet"]["earlyPasses"] == 0
+    assert watched["policies"]["static-split"]["earlyPasses"] == 0
+    same = ("costDollars", "tokensServed", "classes", "coldStarts", "replicaHours")
+    for key in same:  # the baseline's own run, whatever the watch does (its ratio aside)
+        assert (
+            watched["policies"]["static-split"][key] == unwatched["policies"]["static-split"][key]
+        )
+    table = _simulate(*common[:-2], "--policy", "gpufleet")
+    assert "The queue watch checks every 5 s" in table.stdout
+    assert "early passes (queue watch)" in table.stdout
+
+
 def test_the_same_seed_prints_the_same_numbers() -> None:
     args = ("-f", str(BASE_EXAMPLE), "--trace", "synthetic:bursts", "--duration", "300")
     runs = [_simulate(*args, "--policy", "utilization,oracle", "--output", "json") for _ in (1, 2)]
@@ -165,6 +193,7 @@ def test_policy_given_once_per_flag_runs_each_once() -> None:
         ("--speedup", "0", "--speedup: must be more than 0"),
         ("--duration", "-5", "--duration: must be more than 0 seconds"),
         ("--scrape-interval", "0", "--scrape-interval: must be more than 0 seconds"),
+        ("--queue-check", "-1", "--queue-check: must be at least 0 seconds"),
         ("--preemption-mean-hours", "-1", "--preemption-mean-hours: must be at least 0 hours"),
         ("--preemption-outage-minutes", "0", "--preemption-outage-minutes: must be more than 0"),
         ("--preemption-notice-seconds", "-1", "--preemption-notice-seconds: must be at least 0"),

@@ -136,6 +136,15 @@ def register(subparsers: Any) -> None:
         "scrapes, so with a 15 s scrape and a 30 s "
         "interval a step shows at half its size at the first pass after it (default 15)",
     )
+    parser.add_argument(
+        "--queue-check",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="how often the operator's queue watch reads every tier's queue and prompt "
+        "tokens/s and wakes an early pass of the gpufleet policy on a surge, as the "
+        "operator's --queue-check-seconds; 0: off (default: the scrape interval)",
+    )
     parser.add_argument("--plot", type=Path, default=None, help="write a PNG plot here")
     parser.add_argument("--output", choices=("table", "json"), default="table")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -252,6 +261,7 @@ def _check_numbers(args: argparse.Namespace) -> None:
         ("--rate", args.rate, 0.0, None, "req/s"),
         ("--speedup", args.speedup, 0.0, None, ""),
         ("--scrape-interval", args.scrape_interval, 0.0, None, "seconds"),
+        ("--queue-check", args.queue_check, None, 0.0, "seconds"),
         ("--duration", args.duration, 0.0, None, "seconds"),
         ("--prompt-tokens", args.prompt_tokens, None, 1.0, "token"),
         ("--output-tokens", args.output_tokens, None, 1.0, "token"),
@@ -317,6 +327,7 @@ def run(args: argparse.Namespace) -> Outcome:
         balance=Balance(args.balance),
         exact_quantiles=args.metrics == "exact",
         scrape_interval_seconds=args.scrape_interval,
+        queue_check_seconds=args.queue_check,
     )
     results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
     summaries = [report.summarize(r, pool.spec) for r in results]
@@ -339,7 +350,7 @@ def _run(args: argparse.Namespace) -> int:
             json.dumps(report.to_json(outcome.summaries, outcome.meta, outcome.criteria), indent=2)
         )
     else:
-        print_table(outcome)
+        report.print_table(outcome.summaries, outcome.criteria, outcome.meta)
     return 0
 
 
@@ -376,7 +387,7 @@ def _simulate_all(
 def _meta(
     args: argparse.Namespace, pool: Any, trace: Any, notes: list[str], wall: float
 ) -> dict[str, Any]:
-    from gpufleet.sim.engine import window_seconds
+    from gpufleet.sim.metrics import window_seconds
 
     shares = {
         name: float(np.mean(trace.class_index == ci)) for ci, name in enumerate(trace.classes)
@@ -396,6 +407,7 @@ def _meta(
         "metricsWindowSeconds": window_seconds(
             float(pool.spec.scaling.interval_seconds), args.scrape_interval
         ),
+        "queueCheckSeconds": args.scrape_interval if args.queue_check is None else args.queue_check,
         "preemption": {
             "meanUpHours": args.preemption_mean_hours,
             "meanOutageMinutes": args.preemption_outage_minutes,
@@ -404,46 +416,3 @@ def _meta(
         "notes": notes,
         "wallSeconds": wall,
     }
-
-
-def print_table(outcome: Outcome) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    from gpufleet.sim.report import table_rows
-
-    summaries, criteria, meta = outcome.summaries, outcome.criteria, outcome.meta
-    # Piped output (make bench-sim, CI logs) keeps the table on one line per row.
-    console = Console(width=None if sys.stdout.isatty() else 140)
-    shares = ", ".join(f"{k} {v:.0%}" for k, v in meta["classShares"].items())
-    console.print(
-        f"{meta['trace']}: {meta['requests']} requests over {meta['durationSeconds']:.0f} s "
-        f"({shares}, by {meta['assign']}), seed {meta['seed']}, speedup {meta['speedup']:g}, "
-        f"decisions every {meta['intervalSeconds']} s on metrics of the last "
-        f"{meta['metricsWindowSeconds']:g} s (a {meta['scrapeIntervalSeconds']:g} s scrape)"
-    )
-    for note in meta["notes"]:
-        console.print(f"  {note}")
-    notice = meta["preemption"]["noticeSeconds"]
-    if notice > 0:
-        console.print(
-            f"  Preemptible nodes are noticed {notice:g} s before they go: their replicas "
-            "drain from then on while replacements start"
-        )
-    ceiling = ", ".join(f"{k} {v:.2%}" for k, v in meta.get("attainmentCeiling", {}).items())
-    console.print(
-        f"  Ceiling on SLO attainment from prompt lengths alone (zero-load TTFT on the "
-        f"fastest tier within the objective): {ceiling}"
-    )
-    header, rows = table_rows(summaries)
-    table = Table(*header, title="Policies side by side (same trace, same seed)")
-    table.columns[0].style = "bold"
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
-    for s in summaries:
-        console.print(f"  {s.policy}: {s.description}")
-    for c in criteria:
-        style = "green" if c.passed else "red"
-        console.print(f"[{style}]{c.verdict}[/{style}] {c.name}: {c.detail}")
-    console.print(f"Simulated in {meta['wallSeconds']:.1f} s")

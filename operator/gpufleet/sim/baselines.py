@@ -87,6 +87,7 @@ class UtilizationPolicy:
     _history: dict[str, deque[tuple[float, int]]] = field(default_factory=dict)
     _current: dict[str, int] = field(default_factory=dict)
     foresight = False  # decides on the interval just past, like a real autoscaler
+    early_passes = False  # an HPA keeps its own period
 
     def warm(self, seen: Seen) -> Decision:
         self._current = {t.name: self._clamp(t, self.initial[t.name]) for t in self.tiers}
@@ -130,6 +131,7 @@ class StaticPolicy:
     replicas: Mapping[str, int]
     weights: Mapping[str, Mapping[str, int]]
     foresight = False
+    early_passes = False
 
     def warm(self, seen: Seen) -> Decision:
         return self.decide(seen)

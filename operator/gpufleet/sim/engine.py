@@ -11,7 +11,9 @@ Prometheus shows is a rate (or P99) over the operator's window: the last interva
 more where the scrape is slower than a quarter interval (`SimConfig.scrape_interval_seconds`:
 the last 60 s with a 15 s scrape and a 30 s interval, so a step shows at half its size at
 the first pass after it; the last 40 s with a 10 s scrape, exactly). Queues are read as
-they are at the pass.
+they are at the pass. A policy that has early passes (the gpufleet planner) is also woken
+between intervals where the operator's queue watch would wake it (`sim.early`), and its
+next pass comes an interval after that one.
 
 Every policy starts warm: before the trace starts it has decided on the first interval's
 demand and its replicas are Ready, so no policy pays a start-up transient the others do not.
@@ -19,7 +21,6 @@ demand and its replicas are Ready, so no policy pays a start-up transient the ot
 
 from __future__ import annotations
 
-import bisect
 import math
 import time as wallclock
 from collections.abc import Callable, Mapping
@@ -34,8 +35,8 @@ from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.desired.manifests import max_model_len_in, ttft_buckets_in, vllm_args
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.planning.observed import metrics_window_seconds
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
+from gpufleet.sim.early import EARLY_PASS_DELAY_SECONDS, EarlyPasses, watch_window_seconds
 from gpufleet.sim.fleet import (
     NodeChange,
     Preemption,
@@ -50,11 +51,13 @@ from gpufleet.sim.metrics import (
     TTFT_BUCKETS,
     Interval,
     Recorder,
+    busy_share,
     exact_quantile,
     fraction_above,
     histogram_quantile,
     request_tokens_buckets,
     share_at_most,
+    window_seconds,
 )
 from gpufleet.sim.policy import Decision, Policy, Seen, class_loads, demand_of
 from gpufleet.sim.replica import engine_params
@@ -78,6 +81,16 @@ class SimConfig:
     # at least four scrapes (`planning.observed.metrics_window_seconds`). None: one
     # interval (a scrape of a quarter interval or less).
     scrape_interval_seconds: float | None = None
+    # How often the queue watch checks for a surge that wakes an early pass of a policy
+    # that has them (`sim.early`), as the operator's --queue-check-seconds. None: the
+    # scrape interval (off without one); 0: off.
+    queue_check_seconds: float | None = None
+
+    @property
+    def queue_check_period(self) -> float:
+        """The queue watch's period in seconds; 0 when it is off."""
+        period = self.queue_check_seconds
+        return (self.scrape_interval_seconds or 0.0) if period is None else period
 
 
 @dataclass
@@ -111,6 +124,7 @@ class RunResult:
     timeline: Timeline
     wall_seconds: float
     decisions: int
+    early_passes: int = 0  # passes the queue watch woke (`sim.early`)
     arrival_seconds: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
 
 
@@ -135,8 +149,10 @@ class _Run:
         self.interval = interval
         spec = pool.spec
         self.window = window_seconds(interval, config.scrape_interval_seconds)
-        # Reported events are kept for windows longer than an interval only.
-        keep = self.window if self.window > interval else 0.0
+        period = config.queue_check_period
+        # Reported events are kept for every window read: a pass's (which may come between
+        # intervals: early), an interval's for the timeline, and the queue watch's.
+        keep = max(self.window, interval, watch_window_seconds(period) if period else 0.0)
         self.recorder = Recorder(trace, len(spec.tiers), keep)
         prompt, output = self.recorder.prompt, self.recorder.output
         # The drain time the operator writes into the pods (--shutdown-timeout), so a
@@ -236,6 +252,12 @@ class _Run:
 
     def run_interval(self, k: int) -> Interval:
         start, end = k * self.interval, (k + 1) * self.interval
+        self.run_span(start, end)
+        return self.recorder.interval(start, end)
+
+    def run_span(self, start: float, end: float) -> None:
+        """Arrivals and node changes in [start, end) taken in time order, every engine run
+        up to `end`."""
         arrival = self.recorder.arrival
         lo, hi = np.searchsorted(self.trace.arrival_seconds, [start, end], side="left").tolist()
         i = lo
@@ -259,7 +281,6 @@ class _Run:
                 i += 1
         for fleet in self.fleets:
             fleet.advance(end)
-        return self.recorder.interval(start, end)
 
     def quantile(self, samples: list[float]) -> float | None:
         """The P99 the operator reads from the pods' histograms (or the exact one, what-if)."""
@@ -353,20 +374,38 @@ def simulate(
     decision = policy.warm(run.seen(0.0, None, interval))
     run.apply(decision, 0.0, warm=True)
     decisions = 1
-    for k in range(run.n_intervals):
-        interval_metrics = run.run_interval(k)
-        now = (k + 1) * interval
-        _record(run, timeline, interval_metrics, now)
-        if k + 1 < run.n_intervals:
-            window = interval_metrics
-            if run.recorder.keep_seconds > 0 and not policy.foresight:
-                window = run.recorder.window(max(now - run.window, 0.0), now)
-            seen = run.seen(now, window, now + interval if policy.foresight else now)
+    period = config.queue_check_period if policy.early_passes else 0.0
+    watch = EarlyPasses(period) if period > 0 else None
+    if watch is not None:
+        watch.passed(decision.sent, {}, {})
+    # Stops: every interval's end (the timeline), every pass (an interval after the last
+    # one, or sooner when the queue watch wakes one) and every check of the watch.
+    t, next_pass, ticks, checks = 0.0, interval, 1, 1
+    while t < run.end - _EPSILON:
+        stop = min(ticks * interval, next_pass, checks * period if watch else math.inf, run.end)
+        run.run_span(t, stop)
+        run.recorder.report(stop)
+        t = stop
+        if t >= ticks * interval - _EPSILON:
+            _record(run, timeline, run.recorder.window(t - interval, t), t)
+            ticks += 1
+            if on_interval is not None:
+                on_interval()
+        if t >= next_pass - _EPSILON and t < run.end - _EPSILON:
+            span = interval if policy.foresight else run.window
+            window = run.recorder.window(max(t - span, 0.0), t)
+            seen = run.seen(t, window, t + interval if policy.foresight else t)
+            before = {f.name: f.desired for f in run.fleets}
             decision = policy.decide(seen)
-            run.apply(decision, now)
+            run.apply(decision, t)
             decisions += 1
-        if on_interval is not None:
-            on_interval()
+            next_pass = t + interval
+            if watch is not None:
+                watch.passed(decision.sent, before, decision.replicas)
+        if watch is not None and t >= checks * period - _EPSILON:
+            checks += 1
+            if watch.check(run.fleets, run.recorder, t):
+                next_pass = min(next_pass, t + EARLY_PASS_DELAY_SECONDS)
     for fleet in run.fleets:
         fleet.finish(run.end)
     recorder = run.recorder
@@ -387,30 +426,12 @@ def simulate(
         timeline=timeline,
         wall_seconds=wallclock.perf_counter() - started,
         decisions=decisions,
+        early_passes=watch.count if watch is not None else 0,
         arrival_seconds=trace.arrival_seconds,
     )
 
 
-def window_seconds(interval: float, scrape_interval_seconds: float | None) -> float:
-    """The span of a pass's rates and P99s (SimConfig.scrape_interval_seconds); a policy
-    with foresight sees its own interval's arrivals instead."""
-    if scrape_interval_seconds is None:
-        return interval
-    return metrics_window_seconds(interval, scrape_interval_seconds)
-
-
-def busy_share(marks: list[tuple[float, float]], start: float, end: float, total: float) -> float:
-    """Busy replicas on average over [start, end): `marks` are (time, busy replica-seconds
-    so far) at earlier passes, `total` the count at `end`; between marks it grew evenly."""
-    times = [t for t, _ in marks]
-    start = max(start, times[0])
-    k = bisect.bisect_right(times, start) - 1
-    at = marks[k][1]
-    if k + 1 < len(marks) and times[k + 1] > times[k]:
-        at += (marks[k + 1][1] - at) * (start - times[k]) / (times[k + 1] - times[k])
-    elif k + 1 == len(marks) and end > times[k]:
-        at += (total - at) * (start - times[k]) / (end - times[k])
-    return (total - at) / (end - start) if end > start else 0.0
+_EPSILON = 1e-9  # seconds: stops closer than this are one instant
 
 
 def _record(run: _Run, timeline: Timeline, interval: Interval, now: float) -> None:

@@ -1,9 +1,9 @@
 """The `gpufleet` policy: the real planner in the loop, seeing what the operator would see.
 
-`gpufleet.planning.planner.plan` runs every intervalSeconds on the observation the
-operator would build from the simulated series (`operator_view`), and the status it wrote
-is carried to the next pass through the same `build_status` and JSON round trip as the
-operator's.
+`gpufleet.planning.planner.plan` runs every intervalSeconds, and sooner when the queue
+watch sees a surge (`sim.early`), on the observation the operator would build from the
+simulated series (`operator_view`), and the status it wrote is carried to the next pass
+through the same `build_status` and JSON round trip as the operator's.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired.status import RoutingState, build_status
 from gpufleet.planning.observed import observe_classes
 from gpufleet.planning.records import Observation, Plan, TierObservation
+from gpufleet.planning.routing import prompt_tokens_sent
 from gpufleet.sim.policy import Decision, Seen
 
 Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
@@ -32,6 +33,7 @@ class GpufleetPolicy:
     name: str = "gpufleet"
     description: str = "the planner every intervalSeconds, status carried over"
     foresight = False  # sees only what Prometheus would have shown
+    early_passes = True  # the operator's queue watch wakes it on a surge
 
     def warm(self, seen: Seen) -> Decision:
         """Two passes on the first interval's demand: size the fleet, then route on it Ready.
@@ -59,6 +61,7 @@ class GpufleetPolicy:
         return Decision(
             replicas={name: t.replicas for name, t in plan.tiers.items()},
             weights={name: dict(c.weights) for name, c in plan.classes.items()},
+            sent=prompt_tokens_sent(observation.demand, plan),
         )
 
 

@@ -20,6 +20,7 @@ whose prompt was at most each bound of vLLM's `vllm:request_prompt_tokens` bucke
 from __future__ import annotations
 
 import bisect
+import collections
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
@@ -28,9 +29,14 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from gpufleet.planning.observed import metrics_window_seconds
 from gpufleet.sim.traces import Trace
 
 _E = TypeVar("_E", tuple[float, int], tuple[float, int, int])  # a recorded event
+# One report's events: (its end, first tokens, completions, tokens).
+_Report = tuple[
+    float, list[tuple[float, int]], list[tuple[float, int]], list[tuple[float, int, int]]
+]
 
 # vllm:time_to_first_token_seconds default buckets (the same in vLLM 0.8 and 0.33).
 TTFT_BUCKETS: tuple[float, ...] = (
@@ -175,8 +181,10 @@ class Recorder:
         n = len(trace)
         # Reported events stay this long for `window`: a rate window longer than an interval.
         self.keep_seconds = keep_seconds
-        self._kept: tuple[list[tuple[float, int]], ...] = ([], [])  # first tokens, completions
-        self._kept_tokens: list[tuple[float, int, int]] = []
+        # What each report moved here, oldest first: (its end, first tokens, completions,
+        # tokens). Whole reports are dropped once older than `keep_seconds`, so a report
+        # costs what it carries, however often the engine reports.
+        self._kept: collections.deque[_Report] = collections.deque()
         self.arrival: list[float] = trace.arrival_seconds.tolist()
         self.prompt: list[int] = trace.prompt_tokens.tolist()
         self.output: list[int] = trace.output_tokens.tolist()
@@ -221,6 +229,13 @@ class Recorder:
 
     def interval(self, start: float, end: float) -> Interval:
         """Metrics of events before `end` not yet reported (those after wait for later)."""
+        return self._metrics(start, end, *self.report(end))
+
+    def report(
+        self, end: float
+    ) -> tuple[list[tuple[float, int]], list[tuple[float, int]], list[tuple[float, int, int]]]:
+        """The events before `end` not yet reported (first tokens, completions, tokens),
+        now kept for `window` (those after wait for later)."""
         first, first_later = _split(self._first_events, end)
         done, done_later = _split(self._done_events, end)
         tokens, tokens_later = _split(self._token_events, end)
@@ -230,21 +245,34 @@ class Recorder:
             tokens_later,
         )
         if self.keep_seconds > 0:
-            since = end - self.keep_seconds
-            kept_first, kept_done = self._kept
-            self._kept = (
-                [e for e in kept_first if e[0] >= since] + first,
-                [e for e in kept_done if e[0] >= since] + done,
-            )
-            self._kept_tokens = [e for e in self._kept_tokens if e[0] >= since] + tokens
-        return self._metrics(start, end, first, done, tokens)
+            self._kept.append((end, first, done, tokens))
+            while self._kept and self._kept[0][0] <= end - self.keep_seconds:
+                self._kept.popleft()  # every event in it is older than anything kept is for
+        return first, done, tokens
 
     def window(self, start: float, end: float) -> Interval:
         """Metrics of the reported events in [start, end): what a rate window over more
         than the last interval reads (at most `keep_seconds` back)."""
-        first, done = ([e for e in kept if start <= e[0] < end] for kept in self._kept)
-        tokens = [e for e in self._kept_tokens if start <= e[0] < end]
+        reports = [r for r in self._kept if r[0] > start]  # the older hold nothing after it
+        first = [e for r in reports for e in r[1] if start <= e[0] < end]
+        done = [e for r in reports for e in r[2] if start <= e[0] < end]
+        tokens = [e for r in reports for e in r[3] if start <= e[0] < end]
         return self._metrics(start, end, first, done, tokens)
+
+    def prompts_and_completions(self, start: float, end: float) -> list[tuple[int, int]]:
+        """Per tier, the prompt tokens prefilled and the requests completed in [start, end)
+        among the reported events (the queue watch's short window): lighter than `window`."""
+        counts = [[0, 0] for _ in range(self.n_tiers)]
+        for report_end, first, done, _ in self._kept:
+            if report_end <= start:
+                continue
+            for when, request in first:
+                if start <= when < end:
+                    counts[int(self.tier_of[request])][0] += self.prompt[request]
+            for when, request in done:
+                if start <= when < end:
+                    counts[int(self.tier_of[request])][1] += 1
+        return [(p, c) for p, c in counts]
 
     def _metrics(
         self,
@@ -275,3 +303,25 @@ def _split(events: list[_E], end: float) -> tuple[list[_E], list[_E]]:
     """Events before `end`, and the rest."""
     before = [e for e in events if e[0] < end]
     return before, [e for e in events if e[0] >= end] if len(before) < len(events) else []
+
+
+def window_seconds(interval: float, scrape_interval_seconds: float | None) -> float:
+    """The span of a pass's rates and P99s (SimConfig.scrape_interval_seconds); a policy
+    with foresight sees its own interval's arrivals instead."""
+    if scrape_interval_seconds is None:
+        return interval
+    return metrics_window_seconds(interval, scrape_interval_seconds)
+
+
+def busy_share(marks: list[tuple[float, float]], start: float, end: float, total: float) -> float:
+    """Busy replicas on average over [start, end): `marks` are (time, busy replica-seconds
+    so far) at earlier passes, `total` the count at `end`; between marks it grew evenly."""
+    times = [t for t, _ in marks]
+    start = max(start, times[0])
+    k = bisect.bisect_right(times, start) - 1
+    at = marks[k][1]
+    if k + 1 < len(marks) and times[k + 1] > times[k]:
+        at += (marks[k + 1][1] - at) * (start - times[k]) / (times[k + 1] - times[k])
+    elif k + 1 == len(marks) and end > times[k]:
+        at += (total - at) * (start - times[k]) / (end - times[k])
+    return (total - at) / (end - start) if end > start else 0.0

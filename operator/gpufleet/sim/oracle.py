@@ -76,6 +76,7 @@ class OraclePolicy:
     seed: int = 0
     name: str = "oracle"
     foresight = True  # knows the coming interval's requests
+    early_passes = False  # nothing surprises it
     description: str = (
         "perfect foresight: per interval, the cheapest fleet found (the planner's optimizer "
         "on the interval's actual demand, scaled up per class) whose replay meets each "

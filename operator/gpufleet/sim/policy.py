@@ -24,6 +24,9 @@ class Decision:
     replicas: Mapping[str, int]
     weights: Mapping[str, Mapping[str, int]]  # class -> tier -> weight
     instant: bool = False  # new replicas Ready at once (the oracle)
+    # Prompt tokens/s the weights send each tier, as the operator tells its queue watch
+    # (`gpufleet.planning.routing.prompt_tokens_sent`); None: not known.
+    sent: Mapping[str, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,12 @@ class Policy(Protocol):
     @property
     def foresight(self) -> bool:
         """Whether it sees the coming interval's requests (the oracle) rather than the last."""
+        ...
+
+    @property
+    def early_passes(self) -> bool:
+        """Whether the queue watch wakes it between intervals, as it does the operator
+        (`sim.early`)."""
         ...
 
     def warm(self, seen: Seen) -> Decision:

@@ -91,6 +91,7 @@ class Recording:
     name = "recording"
     description = "fixed replicas and weights"
     foresight = False
+    early_passes = False
 
     def __init__(self, replicas: dict[str, int], weights: dict[str, dict[str, int]]) -> None:
         from gpufleet.sim.policy import Decision, Seen

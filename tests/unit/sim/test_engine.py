@@ -13,10 +13,10 @@ from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
 from gpufleet.planning.planner import plan
 from gpufleet.planning.records import TierObservation
-from gpufleet.sim.engine import SimConfig, busy_share, models_of, simulate
+from gpufleet.sim.engine import SimConfig, models_of, simulate
 from gpufleet.sim.fleet import Preemption
 from gpufleet.sim.gpufleet_policy import GpufleetPolicy
-from gpufleet.sim.metrics import CutCause, Fate
+from gpufleet.sim.metrics import CutCause, Fate, busy_share
 from gpufleet.sim.policies import make_policies
 from gpufleet.sim.traces import Shape, Trace, assign_classes, synthetic
 from tests.unit.sim.factories import Recording, Scripted, mixed_pool, trace

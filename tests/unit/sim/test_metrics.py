@@ -133,9 +133,37 @@ def test_a_window_reads_the_reported_events_of_its_exact_span() -> None:
     assert window.tiers[0].prompt_tokens == 90
     assert window.tiers[0].completed_prompts == [20, 30, 40]
     assert sum(len(samples) for samples in window.class_ttft_samples) == 3
-    # Kept no longer than asked: after the interval to 90 s, the events of 50-90 s alone.
+    # Kept no longer than needed, a whole report at a time: after the report to 90 s, the
+    # one to 30 s (every event in it older than 50 s) is gone; the one to 60 s stays whole.
     assert recorder.interval(60.0, 90.0).tiers[0].prompt_tokens == 0
-    assert recorder.window(0.0, 90.0).tiers[0].prompt_tokens == 40
+    assert recorder.window(0.0, 90.0).tiers[0].prompt_tokens == 70
+    assert recorder.window(50.0, 90.0).tiers[0].prompt_tokens == 40
+
+
+def test_reports_between_intervals_read_like_one_interval() -> None:
+    """The engine reports at every stop (passes, checks of the queue watch, interval ends):
+    a window over several reports reads what one report over the same span would, and the
+    queue watch's light count agrees with it."""
+    times = [5.0, 12.0, 18.0, 26.0]
+    whole = Recorder(trace([0.0, 1.0, 2.0, 3.0], prompt=[10, 20, 30, 40]), 1, keep_seconds=30.0)
+    parts = Recorder(trace([0.0, 1.0, 2.0, 3.0], prompt=[10, 20, 30, 40]), 1, keep_seconds=30.0)
+    for recorder in (whole, parts):
+        for request, time in enumerate(times):
+            recorder.routed(request, 0)
+            recorder.first_token(request, time)
+            recorder.completed(request, time + 1.0)
+    whole.report(30.0)
+    for end in (7.5, 15.0, 22.5, 30.0):
+        parts.report(end)
+    for start, end in ((0.0, 30.0), (10.0, 20.0), (6.0, 27.0)):
+        a, b = whole.window(start, end).tiers[0], parts.window(start, end).tiers[0]
+        assert (a.prompt_tokens, a.completed, a.completed_prompts) == (
+            b.prompt_tokens,
+            b.completed,
+            b.completed_prompts,
+        )
+        assert parts.prompts_and_completions(start, end) == [(b.prompt_tokens, b.completed)]
+    assert parts.prompts_and_completions(10.0, 20.0) == [(50, 2)]
 
 
 def test_without_keep_seconds_nothing_is_kept_for_windows() -> None:
