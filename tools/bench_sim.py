@@ -27,7 +27,7 @@ import statistics
 import sys
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -54,6 +54,10 @@ POLICIES = ("gpufleet", "static-split", "utilization", "h100-only", "oracle")
 # again at SLOW_SCRAPE, the chart's default, where it reads the last two.
 SCRAPE = 5.0
 SLOW_SCRAPE = 15.0
+SCRAPES = (f"{SCRAPE:g} s", f"{SLOW_SCRAPE:g} s")  # the scrape table's two runs
+WATCH = ("watch", "none")  # the early-pass table's: the queue watch on, and off
+WATCH_SEEDS = range(6)  # the seeds gpufleet runs on the steps with the watch and without
+WATCH_TRACES = ("bursts", "flash-crowd")
 
 # Issue 15's targets for gpufleet on every trace.
 ATTAINMENT_SLACK = 0.01  # (a) at least the oracle's (or the ceiling) minus 1 point
@@ -608,22 +612,24 @@ def with_gpufleet(case: Case, ours: Summary) -> Case:
     return replace(case, summaries=summaries)
 
 
-def scrape_rows(
-    cases: Sequence[Case], slow: Mapping[str, Case]
+def paired_rows(
+    cases: Sequence[Case], others: Mapping[str, Case], labels: tuple[str, str]
 ) -> tuple[list[str], list[list[str]]]:
-    """gpufleet per case at SCRAPE and at SLOW_SCRAPE: $/Mtok, attainment, targets met."""
+    """gpufleet per case in the suite and in another run of it (`labels`: the two, as the
+    header names them): $/Mtok, attainment, cold starts, early passes, targets met."""
     names = class_names(cases)
-    fast_s, slow_s = f"{SCRAPE:g} s", f"{SLOW_SCRAPE:g} s"
+    pair = " / ".join(labels)
     header = [
         "trace / assign",
-        f"$/Mtok {fast_s} / {slow_s}",
-        *(f"{n} % {fast_s} / {slow_s}" for n in names),
-        f"cold starts {fast_s} / {slow_s}",
-        f"targets met {fast_s} / {slow_s}",
+        f"$/Mtok {pair}",
+        *(f"{n} % {pair}" for n in names),
+        f"cold starts {pair}",
+        f"early passes {pair}",
+        f"targets met {pair}",
     ]
     rows = []
     for case in cases:
-        other = slow.get(case.label)
+        other = others.get(case.label)
         ours, theirs = case.policy("gpufleet"), other.policy("gpufleet") if other else None
         if ours is None or theirs is None or other is None:
             continue
@@ -640,19 +646,95 @@ def scrape_rows(
                 f"{ours.cost_per_million_tokens:.4f} / {theirs.cost_per_million_tokens:.4f}",
                 *attained,
                 f"{sum(ours.cold_starts.values())} / {sum(theirs.cold_starts.values())}",
+                f"{ours.early_passes} / {theirs.early_passes}",
                 f"{met[0]} / {met[1]} of {len(targets(case))}",
             ]
         )
     return header, rows
 
 
-def print_scrapes(cases: Sequence[Case], slow: Mapping[str, Case]) -> None:
+def seed_rows(
+    runs: Mapping[str, Sequence[tuple[Summary, Summary]]],
+) -> tuple[list[str], list[list[str]]]:
+    """Per trace, gpufleet's means over seeds with the queue watch and without it, and
+    each seed's difference in batch attainment."""
+    header = [
+        "trace / assign",
+        "seeds",
+        "$/Mtok watch / none",
+        "batch % watch / none",
+        "cold starts watch / none",
+        "early passes",
+        "batch points, watch - none, per seed",
+    ]
+    rows = []
+    for label, pairs in runs.items():
+        if not pairs:
+            continue
+        rows.append(
+            [
+                label,
+                str(len(pairs)),
+                _means(pairs, lambda s: s.cost_per_million_tokens, 4),
+                _means(pairs, _batch, 2),
+                _means(pairs, lambda s: sum(s.cold_starts.values()), 1),
+                f"{statistics.mean(w.early_passes for w, _ in pairs):.1f}",
+                " ".join(f"{_batch(w) - _batch(n):+.2f}" for w, n in pairs),
+            ]
+        )
+    return header, rows
+
+
+def _batch(s: Summary) -> float:
+    return 100 * s.classes["batch"].attainment
+
+
+def _means(
+    pairs: Sequence[tuple[Summary, Summary]], value: Callable[[Summary], float], digits: int
+) -> str:
+    """'a / b': the mean of `value` over the first of each pair, and over the second."""
+    first, second = (statistics.mean(value(pair[i]) for pair in pairs) for i in (0, 1))
+    return f"{first:.{digits}f} / {second:.{digits}f}"
+
+
+def print_pairs(
+    cases: Sequence[Case], others: Mapping[str, Case], labels: tuple[str, str], title: str
+) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console(width=None if sys.stdout.isatty() else 160)
-    header, rows = scrape_rows(cases, slow)
-    table = Table(*header, title=f"gpufleet with a {SCRAPE:g} s and a {SLOW_SCRAPE:g} s scrape")
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    header, rows = paired_rows(cases, others, labels)
+    table = Table(*header, title=title)
+    for row in rows:
+        table.add_row(*row)
+    console.print(table)
+
+
+def watch_by_seed(
+    traces: Sequence[str], synthetic_seconds: float | None, *, progress: bool
+) -> dict[str, list[tuple[Summary, Summary]]]:
+    """gpufleet on each stepped trace (classes by size) and seed, with the queue watch and
+    without it."""
+    runs: dict[str, list[tuple[Summary, Summary]]] = {}
+    for trace in (t for t in WATCH_TRACES if t in traces):
+        pairs = runs[f"{trace} / size"] = []
+        for seed in WATCH_SEEDS:
+            argv = command(trace, "size", synthetic_seconds, policies=("gpufleet",))
+            argv[argv.index("--seed") + 1] = str(seed)
+            watched = simulate(argv, progress).summaries[0]
+            unwatched = simulate([*argv, "--queue-check", "0"], progress).summaries[0]
+            pairs.append((watched, unwatched))
+    return runs
+
+
+def print_seeds(runs: Mapping[str, Sequence[tuple[Summary, Summary]]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 180)
+    header, rows = seed_rows(runs)
+    table = Table(*header, title="gpufleet over seeds, with and without early passes")
     for row in rows:
         table.add_row(*row)
     console.print(table)
@@ -700,6 +782,8 @@ def section(
     wall: float,
     synthetic_seconds: float | None,
     slow: Mapping[str, Case],
+    unwatched: Mapping[str, Case],
+    seeded: Mapping[str, Sequence[tuple[Summary, Summary]]],
 ) -> str:
     from tools.benchmarks_md import markdown_table
 
@@ -748,7 +832,8 @@ arrivals at a mean 5 req/s over {synthetic}, lognormal prompts of mean 1000 toke
 or `size` (the shortest 30% of prompts are realtime). Class mean lengths are set from each
 trace (the command's default); decisions every 30 s, each on the metrics of the last 30 s
 (Prometheus scraping the vLLM pods every {SCRAPE:g} s; see below for the chart's default of
-{SLOW_SCRAPE:g} s); preemptible 4090 nodes up 2 h / away
+{SLOW_SCRAPE:g} s), and for gpufleet sooner where the operator's queue watch would wake an
+early pass (below); preemptible 4090 nodes up 2 h / away
 10 min on average; prices of the example (io.net: H100 PCIe $2.00, RTX 4090 $0.25 per
 GPU-hour). Every policy starts warm (its fleet for the first interval's demand is Ready at
 t=0). Sizes: {sizes}.
@@ -781,10 +866,29 @@ burst's last 30 s still count a pass after it ended. The simulator reads the sam
 above scrapes every {SCRAPE:g} s (a pass reads its last interval); gpufleet on the same traces
 with a {SLOW_SCRAPE:g} s scrape, its targets checked against the same baselines and oracle:
 
-{markdown_table(*scrape_rows(cases, slow))}
+{markdown_table(*paired_rows(cases, slow, SCRAPES))}
 
 Where steps matter, scrape the vLLM pods every {SCRAPE:g} s or faster (a PodMonitor's
 `interval`, and the chart's `prometheus.scrapeIntervalSeconds` to match).
+
+### Early passes
+
+Between passes the operator's queue watch reads every tier's queue and prompt tokens/s at
+each scrape and wakes a pass at once on a surge (`gpufleet.queuewatch`; README, "How the
+operator decides"); the pass after it comes an interval later. The simulator runs the same
+watch on its simulated series (`gpufleet.sim.early`; `gpufleet simulate --queue-check`,
+default the scrape interval, as the operator's `--queue-check-seconds`), for the gpufleet
+policy only: the suite above includes its early passes. gpufleet on the same traces at a
+{SCRAPE:g} s scrape with the watch and with it off (`--queue-check 0`), its targets checked
+against the same baselines and oracle:
+
+{markdown_table(*paired_rows(cases, unwatched, WATCH))}
+
+One seed per trace shows chance as much as the watch. On the stepped traces, over seeds
+{WATCH_SEEDS.start}-{WATCH_SEEDS.stop - 1} (classes by size), the means and each seed's
+difference:
+
+{markdown_table(*seed_rows(seeded))}
 
 The oracle is the cost of a fleet that meets the SLO with perfect foresight (see
 `OraclePolicy` in `operator/gpufleet/sim/oracle.py`): per interval, starting from the
@@ -864,21 +968,33 @@ def main(argv: Sequence[str] | None = None) -> int:
                     descriptions[s.policy] += f" (on {first_seen[s.policy]}; per trace)"
     wall = time.perf_counter() - started
     slow: dict[str, Case] = {}
+    unwatched: dict[str, Case] = {}
     for case in cases:
-        argv = command(
-            case.trace,
-            case.assign,
-            args.synthetic_seconds,
-            policies=("gpufleet",),
-            scrape=SLOW_SCRAPE,
-        )
-        ours = simulate(argv, progress=not args.no_progress).summaries[0]
-        slow[case.label] = with_gpufleet(case, ours)
+        for variants, extra in (
+            (slow, ["--scrape-interval", f"{SLOW_SCRAPE:g}"]),
+            (unwatched, ["--queue-check", "0"]),
+        ):
+            argv = [
+                *command(case.trace, case.assign, args.synthetic_seconds, policies=("gpufleet",)),
+                *extra,
+            ]
+            ours = simulate(argv, progress=not args.no_progress).summaries[0]
+            variants[case.label] = with_gpufleet(case, ours)
+    seeded = watch_by_seed(args.traces, args.synthetic_seconds, progress=not args.no_progress)
     print_suite(cases)
-    print_scrapes(cases, slow)
-    print(f"Suite simulated in {wall:.1f} s (and gpufleet at a {SLOW_SCRAPE:g} s scrape after)")
+    print_pairs(
+        cases, slow, SCRAPES, f"gpufleet with a {SCRAPE:g} s and a {SLOW_SCRAPE:g} s scrape"
+    )
+    print_pairs(
+        cases, unwatched, WATCH, f"gpufleet at a {SCRAPE:g} s scrape with and without early passes"
+    )
+    print_seeds(seeded)
+    print(
+        f"Suite simulated in {wall:.1f} s (and gpufleet at a {SLOW_SCRAPE:g} s scrape, and "
+        "without early passes, after)"
+    )
     if not args.no_write:
-        write(section(cases, descriptions, wall, args.synthetic_seconds, slow))
+        write(section(cases, descriptions, wall, args.synthetic_seconds, slow, unwatched, seeded))
         print(f"Wrote the simulator section of {_relative(BENCHMARKS)}")
     return 0
 

@@ -11,13 +11,16 @@ from tools.bench_sim import (
     AFTER_BURST_SECONDS,
     ASSIGNS,
     AZURE,
+    SCRAPES,
     TRACES,
+    WATCH,
     Case,
     command,
     first_burst,
     main,
+    paired_rows,
     results_rows,
-    scrape_rows,
+    seed_rows,
     suite_markdown,
     targets,
     verdict_rows,
@@ -328,13 +331,14 @@ def test_the_first_burst_is_found_in_the_arrivals() -> None:
     assert first_burst(steady) is None  # type: ignore[arg-type]
 
 
-def test_the_scrape_table_sets_gpufleet_at_each_scrape_against_the_same_references() -> None:
-    fast = case(summary("gpufleet", 0.105, 0.985, 0.982, cold=3), ORACLE, STATIC)
+def test_the_paired_tables_set_gpufleet_in_each_run_against_the_same_references() -> None:
+    fast = case(summary("gpufleet", 0.105, 0.985, 0.982, cold=3, early_passes=7), ORACLE, STATIC)
     # At the slower scrape gpufleet attains less batch: (a) batch and (c) miss there.
-    slow = with_gpufleet(fast, summary("gpufleet", 0.104, 0.985, 0.95, cold=4))
+    slow = with_gpufleet(fast, summary("gpufleet", 0.104, 0.985, 0.95, cold=4, early_passes=2))
     assert slow.policy("oracle") is ORACLE and slow.policy("static-split") is STATIC
-    header, rows = scrape_rows([fast], {fast.label: slow})
+    header, rows = paired_rows([fast], {fast.label: slow}, SCRAPES)
     assert header[0] == "trace / assign" and "realtime % 5 s / 15 s" in header
+    assert "early passes 5 s / 15 s" in header
     assert rows == [
         [
             "bursts / size",
@@ -342,10 +346,13 @@ def test_the_scrape_table_sets_gpufleet_at_each_scrape_against_the_same_referenc
             "98.50 / 98.50",
             "98.20 / 95.00",
             "3 / 4",
+            "7 / 2",
             "5 / 3 of 5",
         ]
     ]
-    assert scrape_rows([fast], {}) == (header, [])  # no slow run: no row
+    assert paired_rows([fast], {}, SCRAPES) == (header, [])  # no other run: no row
+    header, _ = paired_rows([fast], {fast.label: slow}, WATCH)
+    assert "$/Mtok watch / none" in header
 
 
 def test_the_suite_runs_at_its_scrape_and_gpufleet_again_at_the_chart_default() -> None:
@@ -354,3 +361,29 @@ def test_the_suite_runs_at_its_scrape_and_gpufleet_again_at_the_chart_default() 
     slow = command(AZURE, "size", policies=("gpufleet",), scrape=15.0)
     assert slow[slow.index("--scrape-interval") + 1] == "15"
     assert slow[slow.index("--policy") + 1] == "gpufleet"
+
+
+def test_the_seed_table_averages_each_side_and_lists_each_seeds_difference() -> None:
+    pairs = [
+        (
+            summary("gpufleet", 0.10, 1.0, 0.95, cold=4, early_passes=3),
+            summary("gpufleet", 0.12, 1.0, 0.97, cold=6),
+        ),
+        (
+            summary("gpufleet", 0.14, 1.0, 0.99, cold=2, early_passes=1),
+            summary("gpufleet", 0.14, 1.0, 0.98, cold=2),
+        ),
+    ]
+    header, rows = seed_rows({"flash-crowd / size": pairs, "bursts / size": []})
+    assert header[2] == "$/Mtok watch / none" and header[-1].startswith("batch points")
+    assert rows == [
+        [
+            "flash-crowd / size",
+            "2",
+            "0.1200 / 0.1300",
+            "97.00 / 97.50",
+            "3.0 / 4.0",
+            "2.0",
+            "-2.00 +1.00",
+        ]
+    ]
