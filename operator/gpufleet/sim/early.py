@@ -36,14 +36,13 @@ def watch_window_seconds(period: float) -> float:
 
 @dataclass
 class EarlyPasses:
-    """The queue watch over one run: checks at every period, and what woke a pass."""
+    """The queue watch over one run: a check every period, and the early passes it woke."""
 
     period: float
     watch: QueueWatch = field(init=False)
     window: float = field(init=False)
     count: int = 0  # early passes run
     woken: bool = False  # the watch woke the pool and its pass has not run yet
-    reasons: list[tuple[float, str]] = field(default_factory=list)  # (time, why) per wake
 
     def __post_init__(self) -> None:
         self.watch = QueueWatch(lambda: None, lambda *_: False, self.period)
@@ -56,7 +55,6 @@ class EarlyPasses:
         reading = {_POOL: tier_loads(fleets, recorder, now, self.window, self.period)}
         for key, seen in self.watch.check(reading):
             self.watch.woke(*key, seen.tier)
-            self.reasons.append((now, seen.describe()))
             self.woken = True
             return True
         return False

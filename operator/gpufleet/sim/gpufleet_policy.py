@@ -31,7 +31,10 @@ class GpufleetPolicy:
     status: InferencePoolStatus = field(default_factory=InferencePoolStatus)
     plans: list[Plan] = field(default_factory=list)
     name: str = "gpufleet"
-    description: str = "the planner every intervalSeconds, status carried over"
+    description: str = (
+        "the planner every intervalSeconds and when the queue watch sees a surge, "
+        "status carried over"
+    )
     foresight = False  # sees only what Prometheus would have shown
     early_passes = True  # the operator's queue watch wakes it on a surge
 
