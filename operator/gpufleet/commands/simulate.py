@@ -334,6 +334,7 @@ def run(args: argparse.Namespace) -> Outcome:
     criteria = report.bar(summaries)
     meta = _meta(args, pool, trace, notes, time.perf_counter() - started)
     meta["attainmentCeiling"] = report.attainment_bound(pool.spec, models, trace)
+    meta["queueCheckSeconds"] = config.queue_check_period
     return Outcome(results, summaries, criteria, meta, pool.spec)
 
 
@@ -407,7 +408,6 @@ def _meta(
         "metricsWindowSeconds": window_seconds(
             float(pool.spec.scaling.interval_seconds), args.scrape_interval
         ),
-        "queueCheckSeconds": args.scrape_interval if args.queue_check is None else args.queue_check,
         "preemption": {
             "meanUpHours": args.preemption_mean_hours,
             "meanOutageMinutes": args.preemption_outage_minutes,

@@ -179,7 +179,7 @@ class Recorder:
 
     def __init__(self, trace: Trace, n_tiers: int, keep_seconds: float = 0.0) -> None:
         n = len(trace)
-        # Reported events stay this long for `window`: a rate window longer than an interval.
+        # Reported events stay this long for `window` (0: none stay).
         self.keep_seconds = keep_seconds
         # What each report moved here, oldest first: (its end, first tokens, completions,
         # tokens). Whole reports are dropped once older than `keep_seconds`, so a report
@@ -251,8 +251,8 @@ class Recorder:
         return first, done, tokens
 
     def window(self, start: float, end: float) -> Interval:
-        """Metrics of the reported events in [start, end): what a rate window over more
-        than the last interval reads (at most `keep_seconds` back)."""
+        """Metrics of the reported events in [start, end): what a rate or P99 window reads
+        (at most `keep_seconds` back)."""
         reports = [r for r in self._kept if r[0] > start]  # the older hold nothing after it
         first = [e for r in reports for e in r[1] if start <= e[0] < end]
         done = [e for r in reports for e in r[2] if start <= e[0] < end]

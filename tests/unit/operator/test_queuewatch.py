@@ -78,7 +78,7 @@ def test_a_pool_is_woken_once_per_surge_until_its_pass_and_the_pass_raises_the_b
     assert check(0.0) == []
     assert check(4.0) == []  # one check over the bar
     assert check(6.0) == [key]
-    watch._woken[key] = "h100"  # what run() does once the loop took the wake
+    watch.woke(*key, "h100")  # what run() does once the loop took the wake
     assert check(9.0) == []  # woken, its pass not run yet
     watch.passed("ns", "p")  # the pass saw 9 waiting: the bar is 18 now
     assert check(12.0) == []
@@ -174,7 +174,7 @@ def test_an_early_pass_that_left_the_surged_tier_as_it_was_keeps_the_bar_a_few_t
     def check(waiting: float) -> list[tuple[str, str]]:
         found = [(k, s.tier) for k, s in watch.check({key: {"h100": TierLoad(waiting, 1)}})]
         for k, tier in found:
-            watch._woken[k] = tier  # what run() does once the loop took the wake
+            watch.woke(*k, tier)  # what run() does once the loop took the wake
         return [k for k, _ in found]
 
     assert check(0.0) == [] and check(6.0) == [] and check(8.0) == [key]
