@@ -97,19 +97,23 @@ def command(
     *,
     policies: Sequence[str] = POLICIES,
     scrape: float = SCRAPE,
+    seed: int = 0,
+    queue_check: float | None = None,
 ) -> list[str]:
     extra = (
         ["--duration", f"{synthetic_seconds:g}"]
         if synthetic_seconds is not None and trace != AZURE
         else []
     )
+    if queue_check is not None:
+        extra += ["--queue-check", f"{queue_check:g}"]
     return [
         "simulate",
         "-f", _relative(POOL),
         "--trace", trace_argument(trace),
         "--policy", ",".join(policies),
         "--realtime-fraction", "0.3",
-        "--seed", "0",
+        "--seed", str(seed),
         "--assign", assign,
         "--scrape-interval", f"{scrape:g}",
         *extra,
@@ -700,11 +704,14 @@ def _means(
 def print_pairs(
     cases: Sequence[Case], others: Mapping[str, Case], labels: tuple[str, str], title: str
 ) -> None:
+    print_rows(*paired_rows(cases, others, labels), title)
+
+
+def print_rows(header: Sequence[str], rows: Sequence[Sequence[str]], title: str) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(width=None if sys.stdout.isatty() else 180)
-    header, rows = paired_rows(cases, others, labels)
     table = Table(*header, title=title)
     for row in rows:
         table.add_row(*row)
@@ -720,24 +727,22 @@ def watch_by_seed(
     for trace in (t for t in WATCH_TRACES if t in traces):
         pairs = runs[f"{trace} / size"] = []
         for seed in WATCH_SEEDS:
-            argv = command(trace, "size", synthetic_seconds, policies=("gpufleet",))
-            argv[argv.index("--seed") + 1] = str(seed)
-            watched = simulate(argv, progress).summaries[0]
-            unwatched = simulate([*argv, "--queue-check", "0"], progress).summaries[0]
+            watched, unwatched = (
+                simulate(
+                    command(
+                        trace,
+                        "size",
+                        synthetic_seconds,
+                        policies=("gpufleet",),
+                        seed=seed,
+                        queue_check=check,
+                    ),
+                    progress,
+                ).summaries[0]
+                for check in (None, 0.0)
+            )
             pairs.append((watched, unwatched))
     return runs
-
-
-def print_seeds(runs: Mapping[str, Sequence[tuple[Summary, Summary]]]) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(width=None if sys.stdout.isatty() else 180)
-    header, rows = seed_rows(runs)
-    table = Table(*header, title="gpufleet over seeds, with and without early passes")
-    for row in rows:
-        table.add_row(*row)
-    console.print(table)
 
 
 # -- the section ------------------------------------------------------------------------------
@@ -970,14 +975,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     slow: dict[str, Case] = {}
     unwatched: dict[str, Case] = {}
     for case in cases:
-        for variants, extra in (
-            (slow, ["--scrape-interval", f"{SLOW_SCRAPE:g}"]),
-            (unwatched, ["--queue-check", "0"]),
-        ):
-            argv = [
-                *command(case.trace, case.assign, args.synthetic_seconds, policies=("gpufleet",)),
-                *extra,
-            ]
+        for variants, scrape, check in ((slow, SLOW_SCRAPE, None), (unwatched, SCRAPE, 0.0)):
+            argv = command(
+                case.trace,
+                case.assign,
+                args.synthetic_seconds,
+                policies=("gpufleet",),
+                scrape=scrape,
+                queue_check=check,
+            )
             ours = simulate(argv, progress=not args.no_progress).summaries[0]
             variants[case.label] = with_gpufleet(case, ours)
     seeded = watch_by_seed(args.traces, args.synthetic_seconds, progress=not args.no_progress)
@@ -988,7 +994,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_pairs(
         cases, unwatched, WATCH, f"gpufleet at a {SCRAPE:g} s scrape with and without early passes"
     )
-    print_seeds(seeded)
+    print_rows(*seed_rows(seeded), "gpufleet over seeds, with and without early passes")
     print(
         f"Suite simulated in {wall:.1f} s (and gpufleet at a {SLOW_SCRAPE:g} s scrape, and "
         "without early passes, after)"

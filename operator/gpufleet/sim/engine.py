@@ -250,11 +250,6 @@ class _Run:
             )
         self.set_weights(decision)
 
-    def run_interval(self, k: int) -> Interval:
-        start, end = k * self.interval, (k + 1) * self.interval
-        self.run_span(start, end)
-        return self.recorder.interval(start, end)
-
     def run_span(self, start: float, end: float) -> None:
         """Arrivals and node changes in [start, end) taken in time order, every engine run
         up to `end`."""

@@ -68,8 +68,7 @@ def _tier_of(pool: InferencePool, t: Trace, policy: Recording) -> NDArray[np.int
 
     run = _Run(pool, models_of(pool), t, SimConfig(preemption=Preemption(mean_up_seconds=0)), 30.0)
     run.apply(policy.decision, 0.0, warm=True)
-    for k in range(run.n_intervals):
-        run.run_interval(k)
+    run.run_span(0.0, run.end)
     return run.recorder.tier_of
 
 

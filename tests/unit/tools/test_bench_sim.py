@@ -361,6 +361,10 @@ def test_the_suite_runs_at_its_scrape_and_gpufleet_again_at_the_chart_default() 
     slow = command(AZURE, "size", policies=("gpufleet",), scrape=15.0)
     assert slow[slow.index("--scrape-interval") + 1] == "15"
     assert slow[slow.index("--policy") + 1] == "gpufleet"
+    assert "--queue-check" not in slow  # the watch at the scrape, as the operator's default
+    unwatched = command(AZURE, "size", policies=("gpufleet",), seed=3, queue_check=0.0)
+    assert unwatched[unwatched.index("--queue-check") + 1] == "0"
+    assert unwatched[unwatched.index("--seed") + 1] == "3"
 
 
 def test_the_seed_table_averages_each_side_and_lists_each_seeds_difference() -> None:
