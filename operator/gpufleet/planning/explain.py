@@ -51,6 +51,8 @@ class Report:
     given_way: frozenset[str] = frozenset()  # classes the optimizer planned as giving way
     # class -> tiers its traffic also goes to, Ready replicas the optimizer left idle
     spread: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # class -> higher-priority classes' tiers it was kept off while demand steps up
+    kept_off: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     initial: bool = False
     held: bool = False
     kept_since: datetime | None = None  # the optimizer's answer kept, solved then (`reuse`)
@@ -139,6 +141,11 @@ class Report:
         for name in self._unserved():
             share = self.classes[name].served_fraction
             notes.append(f"{name} gets {share:.0%} of its demand")
+        for name, tiers in self.kept_off.items():
+            notes.append(
+                f"{name} kept off {', '.join(tiers)} while demand steps up (its rate window "
+                "shows only part of the step yet)"
+            )
         notes += self._foresight_notes()
         for name, tier in self.tiers.items():
             if tier.capped_at is not None:

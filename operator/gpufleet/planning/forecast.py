@@ -115,6 +115,14 @@ class ClassForecast:
     rides_burst: bool = False  # a burst in progress, not extrapolated past its recurring peak
     daily: days.Daily = field(default_factory=days.Daily)
     daily_rise: float = 0.0  # what the daily pattern added to the expected demand
+    predicted: float = 0.0  # what the history before this pass predicted for now
+    prior_deviation: float = 0.0  # and the deviation it held
+
+    def stepping_up(self, headroom: float) -> bool:
+        """Whether the demand seen now is above what the history before it predicted for
+        now by more than the headroom and twice the usual one-step error (a change noise
+        rarely makes): a step, which the demand's rate window may still show only in part."""
+        return self.observed > self.predicted * (1 + headroom) + 2 * self.prior_deviation
 
     @property
     def reserve(self) -> float:
@@ -142,18 +150,21 @@ def update(
     updated_at = now
     if previous is None or elapsed < 0:
         level, trend, deviation = observed, 0.0, 0.0
+        predicted, prior_deviation = observed, 0.0
     elif elapsed < interval_seconds / 2:
         updated_at = previous.updated_at
         # A pass woken by an event within the same interval: the history moves once per
         # interval, or a few seconds' change would read as a steep trend.
         level = float(previous.level_tokens_per_second)
         trend = previous.trend_tokens_per_second_per_minute / MINUTE
-        deviation = float(previous.deviation_tokens_per_second)
+        deviation = prior_deviation = float(previous.deviation_tokens_per_second)
+        predicted = max(level + trend * elapsed, 0.0)
     else:
         dt = max(elapsed, interval_seconds)
         trend = previous.trend_tokens_per_second_per_minute / MINUTE
         predicted = max(previous.level_tokens_per_second + trend * elapsed, 0.0)
         error = observed - predicted
+        prior_deviation = float(previous.deviation_tokens_per_second)
         level = max(predicted + ALPHA * error, 0.0)
         trend = DAMPING * (trend + ALPHA * BETA * error / dt)
         deviation = math.sqrt(
@@ -194,6 +205,8 @@ def update(
         rides_burst=rides,
         daily=pattern,
         daily_rise=rise if ahead < observed + rise <= expected else 0.0,
+        predicted=predicted,
+        prior_deviation=prior_deviation,
     )
 
 

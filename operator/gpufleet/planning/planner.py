@@ -193,7 +193,10 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     ready = {n: min(inputs.seen(n).ready_replicas, target[n]) for n in names}
     cover = {c: bought[c] / rates[c] if rates[c] > 0 else 1 + inputs.headroom for c in rates}
     targets = {c: dict(s) for c, s in solution.routing.items() if rates.get(c, 0) > 0}
-    targets = shed_overflow(inputs, targets, solution.served, cover)
+    stepping = frozenset(
+        c for c, f in forecasts.items() if f.stepping_up(inputs.headroom) and rates[c] > 0
+    )
+    targets, kept_off = shed_overflow(inputs, targets, solution.served, cover, stepping)
     live = {
         c.name: {t: w / 100.0 for t, w in inputs.previous_weights(c.name).items()}
         for c in inputs.classes
@@ -228,6 +231,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         cover=cover,
         waiting=waiting,
         spread=spread,
+        kept_off=kept_off,
         forecasts=forecasts,
         reserve={n: min(reserve[n], target[n]) for n in names},
         drained=drained,
@@ -334,6 +338,7 @@ def _finish(
     cover: Mapping[str, float] | None = None,
     waiting: list[str] | None = None,
     spread: Mapping[str, tuple[str, ...]] | None = None,
+    kept_off: Mapping[str, tuple[str, ...]] | None = None,
     initial: bool = False,
     held: bool = False,
     forecasts: Mapping[str, forecast.ClassForecast] | None = None,
@@ -416,6 +421,7 @@ def _finish(
         given_way=frozenset(solution.given_way if solution else ()),
         waiting=list(waiting or []),
         spread=spread or {},
+        kept_off=kept_off or {},
         initial=initial,
         held=held,
         kept_since=sizing.time if reused and sizing else None,

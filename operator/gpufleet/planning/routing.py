@@ -30,8 +30,9 @@ def shed_overflow(
     targets: Mapping[str, Mapping[str, float]],
     served: Mapping[str, float],
     cover: Mapping[str, float],
-) -> dict[str, dict[str, float]]:
-    """Where an under-served class's unserved traffic goes.
+    stepping: frozenset[str] = frozenset(),
+) -> tuple[dict[str, dict[str, float]], dict[str, tuple[str, ...]]]:
+    """Where an under-served class's unserved traffic goes, and the tiers it was kept off.
 
     The optimizer's routing splits what it *serves*; the router splits *all* of a class's
     traffic by the same weights. For a class served only in part, that would push its
@@ -40,29 +41,45 @@ def shed_overflow(
     no higher-priority class uses (when it has any): the shortage stays with the class the
     priorities say should bear it. `served` is the optimizer's served share of what it was
     asked for, `cover` what it was asked for per unit of the class's demand.
+
+    While the class, or a higher-priority class on such a tier, steps up (`stepping`: its
+    demand above what its history holds by more than the headroom and the usual error), it
+    gets none of that tier. A rate window that a step has filled only in part understates
+    the demand: a share sized from it carries more than planned as the window fills, on a
+    tier with no room to spare, where the higher class's own rise needs the room too.
     """
     priority = {c.name: c.priority for c in inputs.classes}
     result = {c: dict(shares) for c, shares in targets.items()}
+    kept_off: dict[str, tuple[str, ...]] = {}
     for name, shares in targets.items():
         fraction = min(1.0, served.get(name, 1.0) * cover.get(name, 1 + inputs.headroom))
         if fraction >= 1.0 - 1e-9 or not shares:
             continue
-        guarded = {
-            tier
-            for other, other_shares in targets.items()
-            if priority.get(other, 0) > priority.get(name, 0)
-            for tier, share in other_shares.items()
-            if share > 0
-        }
-        own = {t: v for t, v in shares.items() if t not in guarded and v > 0}
-        if not own or not guarded & {t for t, v in shares.items() if v > 0}:
+        guarding: dict[str, set[str]] = {}  # tier -> the higher-priority classes sent there
+        for other, other_shares in targets.items():
+            if priority.get(other, 0) > priority.get(name, 0):
+                for tier, share in other_shares.items():
+                    if share > 0:
+                        guarding.setdefault(tier, set()).add(other)
+        own = {t: v for t, v in shares.items() if t not in guarding and v > 0}
+        if not own or not set(guarding) & {t for t, v in shares.items() if v > 0}:
             continue
+        closed = {
+            t
+            for t, v in shares.items()
+            if v > 0 and t in guarding and (name in stepping or guarding[t] & stepping)
+        }
+        rest = 1.0 - fraction + sum(shares[t] * fraction for t in closed)
         own_total = sum(own.values())
         result[name] = {
-            tier: share * fraction + (share / own_total * (1.0 - fraction) if tier in own else 0.0)
+            tier: 0.0
+            if tier in closed
+            else share * fraction + (share / own_total * rest if tier in own else 0.0)
             for tier, share in shares.items()
         }
-    return result
+        if closed:
+            kept_off[name] = tuple(sorted(closed))
+    return result, kept_off
 
 
 def spread(

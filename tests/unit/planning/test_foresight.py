@@ -67,6 +67,25 @@ def test_a_rising_demand_is_expected_higher_over_the_lead_time() -> None:
     assert rising[-1].planned == rising[-1].expected  # the median: no reserve
 
 
+def test_a_step_the_history_has_not_taken_in_is_stepping_up_and_noise_is_not() -> None:
+    noisy = _run([5000.0, 5400.0, 4700.0, 5200.0, 4800.0] * 4)
+    assert not any(f.stepping_up(0.2) for f in noisy)
+    assert not any(f.stepping_up(0.0) for f in noisy[10:])  # the deviation learned the noise
+    step = _run([5000.0] * 10 + [12000.0, 15000.0, 15000.0, 15000.0, 15000.0])
+    assert [f.stepping_up(0.2) for f in step[9:]] == [False, True, False, False, False, False]
+    within = forecast.update(  # woken 5 s after the step's first pass: the history as it was
+        forecast.to_status(step[9]),
+        9000.0,
+        now=at(30 * 9 + 5),
+        interval_seconds=30,
+        horizon_seconds=106,
+        percentile=90,
+    )
+    assert within.stepping_up(0.2) and within.level == step[9].level
+    falling = _run([15000.0] * 10 + [5000.0])
+    assert not falling[-1].stepping_up(0.2)
+
+
 def test_a_falling_trend_never_plans_below_today() -> None:
     falling = _run([8000.0 - 1000.0 * k for k in range(8)], percentile=50)
     assert falling[-1].expected == pytest.approx(falling[-1].observed)

@@ -267,6 +267,46 @@ def test_a_short_lower_class_leaves_what_it_held_on_a_higher_class_s_tier() -> N
     assert realtime_p99 is not None and realtime_p99 <= 0.1
 
 
+def test_a_short_lower_class_borrows_no_higher_class_tier_while_demand_steps_up() -> None:
+    # Demand steps from 1,500/6,000 to 6,000/20,000 tok/s just before the pass at 60 s: a
+    # 10 s rate window shows only part of the step there, and passes woken within the
+    # interval see it grow. Under the $4.50 budget batch is short; while its demand (and
+    # realtime's) is above what their history holds, batch gets none of realtime's H100s,
+    # whose room the rising demand needs. Once the history has the step, it borrows again.
+    s = spec(objectives={"maxHourlyCost": "4.50"})
+    running = {"h100": 1, "rtx4090": 2}
+    status = previous(running, LIVE)
+    seen_steps = [
+        (0, 1500, 6000),
+        (30, 1500, 6000),
+        (60, 2000, 7000),  # the step, 2 s into the window
+        (64, 3900, 11800),  # woken within the interval: the window fills
+        (66, 5000, 14800),
+        (90, 6000, 20000),  # the next interval: 3x what the history predicted, still
+        (120, 6000, 20000),
+        (150, 6000, 20000),
+    ]
+    plans = {}
+    for now, rt, bt in seen_steps:
+        seen = observe(s, {"realtime": rt, "batch": bt}, now=now, ready=running)
+        p = plan(s, seen, status)
+        plans[now] = p
+        running, status = replicas(p), status_from(p, seen)
+    assert "kept off" not in plans[60].message  # within the budget yet: batch is not short
+    for stepping in (plans[66], plans[90]):
+        assert stepping.reason is Reason.BUDGET_LIMITED
+        assert replicas(stepping) == {"h100": 2, "rtx4090": 2}
+        assert weights(stepping)["batch"] == {"rtx4090": 100}
+        assert "batch kept off h100 while demand steps up" in stepping.message
+        assert stepping.classes["batch"].served_fraction < 1.0
+    for later in (plans[120], plans[150]):
+        assert later.reason is Reason.BUDGET_LIMITED
+        assert 0 < weights(later)["batch"].get("h100", 0) < 50, weights(later)
+        assert "kept off" not in later.message
+        realtime_p99 = later.classes["realtime"].predicted_ttft_p99_seconds
+        assert realtime_p99 is not None and realtime_p99 <= 0.1
+
+
 def test_higher_priority_wins_whatever_the_class_order() -> None:
     s = spec(
         tiers=[h100(minReplicas=0, maxReplicas=2), rtx4090(maxReplicas=0)],
