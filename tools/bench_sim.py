@@ -209,8 +209,9 @@ def fleet_counts(outcome: Outcome, policy: str) -> dict[str, dict[int, int]]:
     return {}
 
 
-# Every policy starts warm, with a fleet for the first interval's demand: misses in the first
-# minutes of a trace that ramps up are that start catching up, not the planner's steady play.
+# Every policy starts warm, with a fleet for the demand of the first model load plus an
+# interval: misses in the first minutes of a trace that ramps up past it are that start
+# catching up, not the planner's steady play.
 WARM_SECONDS = 300.0
 
 
@@ -336,7 +337,7 @@ def _warm_start(early: tuple[int, int, int, int] | None) -> str:
     return _bunched(
         early,
         f"the first {WARM_SECONDS:.0f} s",
-        "the fleet started for the first interval's demand catching up; after them",
+        "the fleet started for the first horizon's demand catching up; after them",
     )
 
 
@@ -840,8 +841,8 @@ trace (the command's default); decisions every 30 s, each on the metrics of the 
 {SLOW_SCRAPE:g} s), and for gpufleet sooner where the operator's queue watch would wake an
 early pass (below); preemptible 4090 nodes up 2 h / away
 10 min on average; prices of the example (io.net: H100 PCIe $2.00, RTX 4090 $0.25 per
-GPU-hour). Every policy starts warm (its fleet for the first interval's demand is Ready at
-t=0). Sizes: {sizes}.
+GPU-hour). Every policy starts warm (its fleet for the demand of the trace's first model
+load plus an interval is Ready at t=0). Sizes: {sizes}.
 
 **Wall time: {wall:.1f} s for the suite** (per policy over all traces: {per_policy}).
 

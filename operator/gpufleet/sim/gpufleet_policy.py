@@ -39,7 +39,7 @@ class GpufleetPolicy:
     early_passes = True  # the operator's queue watch wakes it on a surge
 
     def warm(self, seen: Seen) -> Decision:
-        """Two passes on the first interval's demand: size the fleet, then route on it Ready.
+        """Two passes on the first horizon's demand: size the fleet, then route on it Ready.
 
         Demand is taken as measured here (there is no history to infer it from yet).
         """

@@ -111,6 +111,36 @@ def test_a_policy_sees_only_the_interval_that_ended() -> None:
     assert rtx.ttft_p99_seconds is not None
 
 
+class _WarmSeen(Recording):
+    def warm(self, seen: Any) -> Any:
+        self.warm_seen = seen
+        return self.decision
+
+
+def test_the_warm_start_sees_the_demand_of_the_first_model_load_and_interval() -> None:
+    """One interval is a noisy sample of a rate (a trace's first seconds may be quiet): the
+    fleet a policy runs before the trace is for the demand a pass would plan for, over the
+    pool's longest model load plus an interval."""
+    pool = mixed_pool()
+    models = models_of(pool)
+    horizon = max(m.model_load_seconds for m in models.values()) + 30.0
+    # 10 batch requests in the first interval, then 2 a second up to 300 s.
+    arrivals = np.concatenate([np.linspace(0.5, 29, 10), np.arange(30.0, 300.0, 0.5)])
+    t = trace(arrivals, prompt=100, output=20, classes=[1] * len(arrivals))
+    policy = _WarmSeen(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    simulate(pool, t, policy, SimConfig(), models=models)
+    seen = policy.warm_seen.observation.demand["batch"]
+    count = int(np.sum(arrivals < horizon))
+    assert seen.tokens_per_second == pytest.approx(count * 120.0 / horizon)
+    assert 30.0 < horizon < 300.0 and seen.tokens_per_second > 1.5 * 10 * 120.0 / 30.0
+    # A trace shorter than an interval: its demand over the interval, as before.
+    short = trace([1.0, 2.0, 3.0], prompt=100, output=20, classes=[1, 1, 1])
+    policy = _WarmSeen(BOTH, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    simulate(pool, short, policy, SimConfig(), models=models)
+    seen = policy.warm_seen.observation.demand["batch"]
+    assert seen.tokens_per_second == pytest.approx(3 * 120.0 / 30.0)
+
+
 def test_a_slower_scrape_spreads_what_a_pass_reads_over_the_operator_s_window() -> None:
     """With a 15 s scrape and a 30 s interval the operator reads 60 s (four scrapes): the
     step from 30 requests an interval to 90 shows at 60 an interval at the pass after it,
