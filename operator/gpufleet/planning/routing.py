@@ -43,10 +43,11 @@ def shed_overflow(
     asked for, `cover` what it was asked for per unit of the class's demand.
 
     While the class, or a higher-priority class on such a tier, steps up (`stepping`: its
-    demand above what its history holds by more than the headroom and the usual error), it
-    gets none of that tier. A rate window that a step has filled only in part understates
-    the demand: a share sized from it carries more than planned as the window fills, on a
-    tier with no room to spare, where the higher class's own rise needs the room too.
+    demand above what its history predicted for now by more than the headroom and twice
+    the usual error, `ClassForecast.stepping_up`), it gets none of that tier. A rate
+    window that a step has filled only in part understates the demand: a share sized from
+    it carries more than planned as the window fills, on a tier with no room to spare,
+    where the higher class's own rise needs the room too.
     """
     priority = {c.name: c.priority for c in inputs.classes}
     result = {c: dict(shares) for c, shares in targets.items()}
