@@ -271,8 +271,9 @@ def test_a_short_lower_class_borrows_no_higher_class_tier_while_demand_steps_up(
     # Demand steps from 1,500/6,000 to 6,000/20,000 tok/s just before the pass at 60 s: a
     # 10 s rate window shows only part of the step there, and passes woken within the
     # interval see it grow. Under the $4.50 budget batch is short; while its demand (and
-    # realtime's) is above what their history holds, batch gets none of realtime's H100s,
-    # whose room the rising demand needs. Once the history has the step, it borrows again.
+    # realtime's) is above what their history predicted, batch gets none of realtime's
+    # H100s, whose room the rising demand needs. Once the history has the step, it borrows
+    # again.
     s = spec(objectives={"maxHourlyCost": "4.50"})
     running = {"h100": 1, "rtx4090": 2}
     status = previous(running, LIVE)
