@@ -16,6 +16,7 @@ from tools.bench_sim import (
     WATCH,
     Case,
     command,
+    excess_by_phase,
     first_burst,
     main,
     paired_rows,
@@ -134,6 +135,55 @@ def test_a_cost_miss_shows_how_the_oracle_s_fleet_moved_on_the_tiers_it_ran_less
     )
     [two] = [t for t in targets(even) if t.key == "b"]
     assert "h100 median 1 (50% of intervals), from 1 to 2:" in two.reason
+
+
+def test_a_cost_miss_says_when_the_extra_replicas_ran_and_why_if_after_bursts() -> None:
+    over = summary("gpufleet", 0.13, 0.99, 0.99, hours=(1.0, 5.0))
+    ceiling = {"realtime": 1.0, "batch": 1.0}
+    held = {"h100": (0.0, 0.0, 0.0), "rtx4090": (0.1, 2.4, 0.5)}
+    c = Case("bursts", "size", [over, ORACLE], ceiling, excess_by_phase=held)
+    [miss] = [t for t in targets(c) if t.key == "b"]
+    split = "rtx4090 +0.10 h during bursts, +2.40 h in the 406 s after them, +0.50 h elsewhere"
+    assert f"by when (replicas asked per interval), {split}: mostly after bursts" in miss.reason
+    assert "h100 +0.00 h" not in miss.reason  # no extra H100 hours: not split
+    spread = {"h100": (0.0, 0.0, 0.0), "rtx4090": (1.5, 0.5, 1.0)}
+    c = Case("flash-crowd", "size", [over, ORACLE], ceiling, excess_by_phase=spread)
+    [miss] = [t for t in targets(c) if t.key == "b"]
+    assert "+0.50 h in the 406 s after them" in miss.reason
+    assert "mostly after bursts" not in miss.reason
+
+
+def test_the_extra_replica_hours_are_split_around_the_bursts_in_the_arrivals() -> None:
+    ends = [30.0 * (k + 1) for k in range(40)]  # 20 min of 30 s intervals
+    arrivals = np.concatenate(
+        [np.arange(0.0, 600.0, 0.5), np.arange(600.0, 630.0, 0.1), np.arange(630.0, 1200.0, 0.5)]
+    )
+
+    def run(rtx4090: list[int]) -> SimpleNamespace:
+        timeline = SimpleNamespace(time=ends, desired={"h100": [1] * 40, "rtx4090": rtx4090})
+        return SimpleNamespace(arrival_seconds=arrivals, timeline=timeline)
+
+    oracle = [2] * 20 + [6] + [2] * 19
+    # gpufleet: 6 from the burst's interval (the 21st) for 14 more, 3 from then on.
+    ours = [2] * 20 + [6] * 15 + [3] * 5
+    outcome = SimpleNamespace(
+        results=[run(ours), run(oracle)],
+        summaries=[SimpleNamespace(policy="gpufleet"), SimpleNamespace(policy="oracle")],
+    )
+    split = excess_by_phase(outcome)  # type: ignore[arg-type]
+    assert split["h100"] == (0.0, 0.0, 0.0)
+    # 13 intervals of 4 extra within 406 s after the burst's end (630 s), then one of 4
+    # and five of 1 beyond it; none during it.
+    during, after, rest = split["rtx4090"]
+    assert during == 0.0
+    assert after == pytest.approx(13 * 4 * 30 / 3600)
+    assert rest == pytest.approx((1 * 4 + 5 * 1) * 30 / 3600)
+    calm = SimpleNamespace(
+        results=[run(ours), run(oracle)],
+        summaries=[SimpleNamespace(policy="gpufleet"), SimpleNamespace(policy="oracle")],
+    )
+    calm.results[0].arrival_seconds = np.arange(0.0, 1200.0, 0.5)
+    assert excess_by_phase(calm) == {}  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
