@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import functools
 import math
 import os
 import platform
@@ -152,8 +153,8 @@ class Case:
     # The oracle's replicas per tier, interval by interval: how many intervals ran each
     # count. It picks each interval's fleet by replaying that interval's own arrivals.
     oracle_fleet: Mapping[str, Mapping[int, int]] = field(default_factory=dict)
-    # Per tier, gpufleet's replica-hours over the oracle's (None: the trace has no burst)
-    # during bursts, in the HELD_AFTER_BURST_SECONDS after them, and elsewhere.
+    # Per tier, gpufleet's replica-hours over the oracle's during bursts, in the
+    # `held_after_burst_seconds` after them, and elsewhere (empty: no burst, or no oracle).
     excess_by_phase: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
 
     @property
@@ -251,10 +252,18 @@ def first_burst(outcome: Outcome) -> tuple[float, float] | None:
     return float(edges[start]), float(edges[start + length]) + AFTER_BURST_SECONDS
 
 
-# Replicas bought for a burst keep running after it: they are Ready a model load after the
-# pass that bought them, and the scale-down delay holds them (the example pool: 76 s, a
-# 30 s interval, 300 s).
-HELD_AFTER_BURST_SECONDS = 76.0 + 30.0 + 300.0
+@functools.cache
+def held_after_burst_seconds() -> float:
+    """How long replicas bought for a burst may run after it: Ready a model load after the
+    pass that bought them (up to an interval after it began), then held by the scale-down
+    delay. The example pool: 76 + 30 + 300 s."""
+    from gpufleet.commands.common import load_pool
+    from gpufleet.sim.engine import models_of
+
+    pool = load_pool(POOL)
+    load = max(m.model_load_seconds for m in models_of(pool).values())
+    scaling = pool.spec.scaling
+    return float(load + scaling.interval_seconds + scaling.scale_down_delay_seconds)
 
 
 # Measured with a change to the planner that was not kept (six seeds per row, gpufleet alone).
@@ -269,9 +278,10 @@ held replicas meet the next burst: realtime 0.4 and 0.6 points on average on the
 
 
 def excess_by_phase(outcome: Outcome) -> dict[str, tuple[float, float, float]]:
-    """Per tier, gpufleet's replica-hours over the oracle's during bursts (the BURST_BIN
-    bins of `first_burst`'s rule), in the HELD_AFTER_BURST_SECONDS after one, and elsewhere,
-    from both policies' replicas per interval; {} without a burst or either policy."""
+    """Per tier, gpufleet's replica-hours over the oracle's during bursts (intervals with
+    at least BURST_RATIO x the median interval's arrivals, `first_burst`'s rule), in the
+    `held_after_burst_seconds` after one, and elsewhere, from both policies' replicas asked
+    per interval; {} without a burst or either policy."""
     import numpy as np
 
     from gpufleet.planning.forecast import BURST_RATIO
@@ -289,7 +299,7 @@ def excess_by_phase(outcome: Outcome) -> dict[str, tuple[float, float, float]]:
     burst_ends = ends[high]
     after = np.zeros(len(ends), dtype=bool)
     for end in burst_ends:
-        after |= (ends > end) & (ends - end <= HELD_AFTER_BURST_SECONDS + 1e-9)
+        after |= (ends > end) & (ends - end <= held_after_burst_seconds() + 1e-9)
     after &= ~high
     out = {}
     for tier, counts_ours in ours.timeline.desired.items():
@@ -488,7 +498,7 @@ def _phases(tier: str, hours: tuple[float, float, float]) -> str:
     during, after, rest = hours
     return (
         f"{tier} {during:+.2f} h during bursts, {after:+.2f} h in the "
-        f"{HELD_AFTER_BURST_SECONDS:.0f} s after them, {rest:+.2f} h elsewhere"
+        f"{held_after_burst_seconds():.0f} s after them, {rest:+.2f} h elsewhere"
     )
 
 
