@@ -34,7 +34,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
+
     from gpufleet.commands.simulate import Outcome
+    from gpufleet.sim.engine import RunResult
     from gpufleet.sim.report import Summary
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -206,12 +210,18 @@ def case_of(trace: str, assign: str, outcome: Outcome, wall: float) -> Case:
     )
 
 
+def result_of(outcome: Outcome, policy: str) -> RunResult | None:
+    """The policy's run in `outcome` (None: it did not run)."""
+    runs = zip(outcome.results, outcome.summaries, strict=True)
+    return next((result for result, summary in runs if summary.policy == policy), None)
+
+
 def fleet_counts(outcome: Outcome, policy: str) -> dict[str, dict[int, int]]:
     """Per tier, replica count -> intervals the policy asked for that many."""
-    for result, summary in zip(outcome.results, outcome.summaries, strict=True):
-        if summary.policy == policy:
-            return {tier: dict(Counter(counts)) for tier, counts in result.timeline.desired.items()}
-    return {}
+    result = result_of(outcome, policy)
+    if result is None:
+        return {}
+    return {tier: dict(Counter(counts)) for tier, counts in result.timeline.desired.items()}
 
 
 # Every policy starts warm, with a fleet for the demand of the first model load plus an
@@ -233,18 +243,26 @@ BURST_BIN_SECONDS = 30.0
 AFTER_BURST_SECONDS = 120.0
 
 
-def first_burst(outcome: Outcome) -> tuple[float, float] | None:
-    """The span of the trace's first burst, from its arrivals (None: no burst)."""
+def burst_bins(arrivals: NDArray[np.float64], edges: NDArray[np.float64]) -> NDArray[np.bool_]:
+    """Which bins between `edges` hold a burst: arrivals at least the planner's burst ratio x
+    the median bin's."""
     import numpy as np
 
     from gpufleet.planning.forecast import BURST_RATIO
+
+    counts, _ = np.histogram(arrivals, bins=edges)
+    return counts >= BURST_RATIO * max(float(np.median(counts)), 1.0)
+
+
+def first_burst(outcome: Outcome) -> tuple[float, float] | None:
+    """The span of the trace's first burst, from its arrivals (None: no burst)."""
+    import numpy as np
 
     arrivals = next((r.arrival_seconds for r in outcome.results if len(r.arrival_seconds)), None)
     if arrivals is None:
         return None
     edges = np.arange(0.0, float(arrivals.max()) + BURST_BIN_SECONDS, BURST_BIN_SECONDS)
-    counts, _ = np.histogram(arrivals, bins=edges)
-    high = counts >= BURST_RATIO * max(float(np.median(counts)), 1.0)
+    high = burst_bins(arrivals, edges)
     if not high.any():
         return None
     start = int(np.argmax(high))
@@ -278,22 +296,17 @@ held replicas meet the next burst: realtime 0.4 and 0.6 points on average on the
 
 
 def excess_by_phase(outcome: Outcome) -> dict[str, tuple[float, float, float]]:
-    """Per tier, gpufleet's replica-hours over the oracle's during bursts (intervals with
-    at least BURST_RATIO x the median interval's arrivals, `first_burst`'s rule), in the
-    `held_after_burst_seconds` after one, and elsewhere, from both policies' replicas asked
-    per interval; {} without a burst or either policy."""
+    """Per tier, gpufleet's replica-hours over the oracle's during bursts (intervals that
+    are `burst_bins`), in the `held_after_burst_seconds` after one, and elsewhere, from both
+    policies' replicas asked per interval; {} without a burst or either policy."""
     import numpy as np
 
-    from gpufleet.planning.forecast import BURST_RATIO
-
-    runs = {s.policy: r for r, s in zip(outcome.results, outcome.summaries, strict=True)}
-    ours, oracle = runs.get("gpufleet"), runs.get("oracle")
+    ours, oracle = result_of(outcome, "gpufleet"), result_of(outcome, "oracle")
     if ours is None or oracle is None or not len(ours.arrival_seconds):
         return {}
     ends = np.asarray(ours.timeline.time)
     edges = np.concatenate(([0.0], ends))
-    counts, _ = np.histogram(ours.arrival_seconds, bins=edges)
-    high = counts >= BURST_RATIO * max(float(np.median(counts)), 1.0)
+    high = burst_bins(ours.arrival_seconds, edges)
     if not high.any():
         return {}
     burst_ends = ends[high]
