@@ -289,7 +289,7 @@ class _Run:
     def seen(
         self, now: float, interval: Interval | None, loads_end: float, loads_span: float = 0.0
     ) -> Seen:
-        """A pass at `now`: `interval`'s series; demand over `loads_span` to `loads_end`."""
+        """A pass at `now`: `interval`'s series, and demand over `loads_span` (0: its)."""
         span = self.interval if interval is None else interval.end - interval.start
         tiers = {}
         busy: dict[str, float] = {}
