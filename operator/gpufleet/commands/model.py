@@ -9,7 +9,8 @@ the model and prints measured and predicted P99/median TTFT, median TPOT and out
 (a progress bar on stderr while it replays: each run's output tokens/s is the median over nine
 orders of its lengths, about 15 s for the 130 runs on two cores).
 `show` prints a replica's KV capacity, its capacity (req/s) under a few P99 TTFT objectives,
-and P99 TTFT against load and prompt length, and which parameters are datasheet-only.
+P99 TTFT against load, its capacity within the loosest objective and P99 TTFT against prompt
+length, and which parameters are datasheet-only.
 Exit status: 0, or 2 for an unknown accelerator or model, a model that does not fit, or a
 missing runs directory or one without runs.
 """
@@ -154,15 +155,7 @@ def show_data(args: argparse.Namespace) -> dict[str, Any]:
         for s in LOAD_SHARES
     ]
     half = 0.5 * (caps[f"{OBJECTIVES_MS[-1]:.0f}"] or top)
-    prompt = [
-        {
-            "promptTokens": n,
-            "rate": round(half, 3),
-            "p99TtftMs": p99_ttft_seconds(replica, half, n, o) * 1e3,
-        }
-        for n in PROMPTS
-        if n <= 8192
-    ]
+    prompt = [_at_prompt(replica, n, o, half) for n in PROMPTS if n <= 8192]
     eff = cal.efficiency
     return {
         "accelerator": replica.gpu.name,
@@ -184,6 +177,22 @@ def show_data(args: argparse.Namespace) -> dict[str, Any]:
         "capacityRps": caps,
         "p99TtftVsLoad": load,
         "p99TtftVsPrompt": prompt,
+    }
+
+
+def _at_prompt(replica: Any, prompt: int, output: float, rate: float) -> dict[str, Any]:
+    """One row of P99 TTFT against prompt length: the replica's capacity within the loosest
+    objective at that length, and its P99 at `rate` (None where `rate` is above that
+    capacity: the queue grows for as long as the load lasts, so no P99 holds)."""
+    from gpufleet.perf.capacity import capacity_rps, p99_ttft_seconds
+
+    capacity = capacity_rps(replica, OBJECTIVES_MS[-1] / 1e3, prompt, output)
+    over = rate > capacity
+    return {
+        "promptTokens": prompt,
+        "rate": round(rate, 3),
+        "capacityRps": round(capacity, 3),
+        "p99TtftMs": None if over else p99_ttft_seconds(replica, rate, prompt, output) * 1e3,
     }
 
 
@@ -219,12 +228,17 @@ def main_show(args: argparse.Namespace) -> int:
     print("P99 TTFT against load:")
     for row in data["p99TtftVsLoad"]:
         print(f"  {row['rate']:8.2f} req/s  {row['p99TtftMs']:10.1f} ms")
-    print("P99 TTFT against mean prompt length (at half the 2 s capacity):")
-    for row in data["p99TtftVsPrompt"]:
-        print(
-            f"  {row['promptTokens']:6d} tokens  {row['rate']:6.2f} req/s  "
-            f"{row['p99TtftMs']:10.1f} ms"
-        )
+    loosest = f"{OBJECTIVES_MS[-1] / 1e3:g} s"
+    rows = data["p99TtftVsPrompt"]
+    print(
+        f"P99 TTFT against mean prompt length at {rows[0]['rate']:.2f} req/s (half the "
+        f"{loosest} capacity at ~{data['meanPromptTokens']:.0f} tokens), and the {loosest} "
+        "capacity at each length:"
+    )
+    for row in rows:
+        p99 = row["p99TtftMs"]
+        shown = f"{p99:10.1f} ms" if p99 is not None else "  overloaded: above its capacity"
+        print(f"  {row['promptTokens']:6d} tokens  {row['capacityRps']:7.2f} req/s  {shown}")
     return 0
 
 
@@ -234,16 +248,25 @@ def _plot(data: dict[str, Any], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    fig, (a, b, c) = plt.subplots(1, 3, figsize=(14, 4))
     load = data["p99TtftVsLoad"]
     a.plot([r["rate"] for r in load], [r["p99TtftMs"] for r in load], marker="o")
     a.set_xlabel("req/s")
     a.set_ylabel("P99 TTFT (ms)")
     a.set_yscale("log")
-    prompt = data["p99TtftVsPrompt"]
-    b.plot([r["promptTokens"] for r in prompt], [r["p99TtftMs"] for r in prompt], marker="o")
-    b.set_xlabel("mean prompt tokens")
+    rows = data["p99TtftVsPrompt"]
+    within = [r for r in rows if r["p99TtftMs"] is not None]  # the others are overloaded
+    b.plot([r["promptTokens"] for r in within], [r["p99TtftMs"] for r in within], marker="o")
+    b.set_xlabel(f"mean prompt tokens (at {rows[0]['rate']:.2f} req/s)")
+    b.set_ylabel("P99 TTFT (ms)")
     b.set_yscale("log")
+    c.plot([r["promptTokens"] for r in rows], [r["capacityRps"] for r in rows], marker="o")
+    c.set_xlabel("mean prompt tokens")
+    c.set_ylabel(f"req/s within {OBJECTIVES_MS[-1] / 1e3:g} s P99 TTFT")
+    for axis in (b, c):  # the prompt lengths on a log scale, labelled as they are
+        axis.set_xscale("log", base=2)
+        axis.set_xticks([r["promptTokens"] for r in rows], [str(r["promptTokens"]) for r in rows])
+        axis.tick_params(axis="x", which="minor", bottom=False, labelbottom=False)
     fig.suptitle(f"{data['gpus']} x {data['accelerator']}: {data['model']}")
     fig.tight_layout()
     fig.savefig(path)

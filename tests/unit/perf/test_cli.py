@@ -53,6 +53,29 @@ def test_show_says_an_uncalibrated_gpu_is_datasheet_only(
     assert loads[0] <= loads[-1]
 
 
+def test_show_gives_the_capacity_at_each_prompt_length_and_no_p99_above_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Longer prompts leave fewer requests/s within the objective; where the table's rate is
+    above a length's capacity the queue only grows, so there is no P99 to print."""
+    args = ["model", "show", "--accelerator", "L40S", "--model",
+            "Qwen/Qwen2.5-14B-Instruct", "--gpus", "2"]  # fmt: skip
+    assert main([*args, "--output", "json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["p99TtftVsPrompt"]
+    assert [r["promptTokens"] for r in rows] == [128, 512, 1024, 2048, 4096]
+    capacities = [r["capacityRps"] for r in rows]
+    assert capacities == sorted(capacities, reverse=True) and capacities[-1] < capacities[0]
+    over = [r["rate"] > r["capacityRps"] for r in rows]
+    assert over[0] is False and over[-1] is True  # 128 tokens within it, 4096 above it
+    for row, above in zip(rows, over, strict=True):
+        assert (row["p99TtftMs"] is None) == above
+        assert above or 0 < row["p99TtftMs"] <= 2000.0
+    assert main(args) == 0
+    table = capsys.readouterr().out
+    assert "and the 2 s capacity at each length:" in table
+    assert table.count("overloaded: above its capacity") == sum(over)
+
+
 def test_show_refuses_a_model_that_does_not_fit(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["model", "show", "--accelerator", "RTX-4090", "--model", "Qwen/Qwen2.5-72B-Instruct"]
     assert main(args) == 2
