@@ -280,7 +280,7 @@ def events(
             records.append(
                 EventRecord(
                     "Normal",
-                    plan.reason,
+                    _scaled_reason(plan.reason, old, tier.desired_replicas),
                     f"Scaled tier {tier.name} of {ref} from {old} to {tier.desired_replicas}: "
                     f"{plan.message}",
                 )
@@ -323,6 +323,16 @@ def events(
             )
     records += _condition_events(previous.conditions, current.conditions)
     return records
+
+
+def _scaled_reason(decision: Reason, old: int, new: int) -> Reason:
+    """The reason of one tier's scaling Event: the decision's, except that a tier's own
+    direction names it where the decision is about demand (a pass that moves a class onto
+    another tier grows that one and shrinks this one: "DemandIncreased ... from 8 to 7"
+    read as the opposite of what the tier did)."""
+    if decision in (Reason.DEMAND_INCREASED, Reason.DEMAND_DECREASED):
+        return Reason.DEMAND_INCREASED if new > old else Reason.DEMAND_DECREASED
+    return decision
 
 
 # Conditions whose flip deserves an Event, and the status that is bad news.
