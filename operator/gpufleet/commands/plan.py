@@ -187,7 +187,8 @@ def print_table(pool: InferencePool, demand: dict[str, float], result: Plan) -> 
     from rich.table import Table
 
     data = to_json(pool, demand, result)
-    console = Console()
+    # Into a file or a pipe: wide lines, not columns cut to "accel…" at 80 characters.
+    console = Console(width=None if sys.stdout.isatty() else 160)
     tiers = Table(title=f"Plan for {data['pool']} ({data['model']})", title_justify="left")
     numbers = ("GPUs", "replicas", "reserve", "margin", "lead time", "$/hour")
     for column in ("tier", "accelerator", *numbers, "profile"):

@@ -51,6 +51,10 @@ def test_table_shows_replicas_weights_p99_cost_and_reason(
     for text in ("rtx4090", "h100=100", "28 ms", "100 ms", "$/hour", "$/Mtok", "kWh/Mtok"):
         assert text in out, text
     assert "ObjectivesMet True" in out
+    # Captured, as in a pipe or a file: nothing cut to the 80 columns of no terminal.
+    for text in ("accelerator", "H100-PCIe-80GB", "RTX4090", "profile", "lead time"):
+        assert text in out, text
+    assert "…" not in out
 
 
 @pytest.mark.parametrize(
