@@ -134,7 +134,39 @@ def _why(row: object) -> str:
         notes.append(f"KV-bound ({row.kv_tokens} tokens), {row.preemptions} preemptions")  # type: ignore[attr-defined]
     if abs(e99) > 0.3 and abs(row.error("medianTtftMs")) <= 0.3 and not notes:  # type: ignore[attr-defined]
         notes.append("P99 of 200 = the 2-3 slowest requests (length draw, burst)")
+    drained = _drain_tokens(row)
+    off = abs(row.error("outputTokensPerSecond")) > 0.1  # type: ignore[attr-defined]
+    if off and drained is not None and drained[1] < DRAIN_SHORT * drained[0]:
+        notes.append(
+            f"{DRAIN_NOTE}: the last response came {drained[0]:.0f} tokens of decode after "
+            f"the client's last sleep, in the replay {drained[1]:.0f}: outputs drawn at the "
+            f"run's mean ({r.mean_output:.0f} tokens) end sooner than the run's"
+        )
     return "; ".join(notes)
+
+
+# A replay whose drain is this much shorter than the run's (under 70% of it) cannot get its
+# output tokens/s right whatever the engine: a run's duration ends with its longest last
+# outputs. Of the runs off by more than 10%, the others' replays drain 0.91x-1.5x the run's.
+DRAIN_SHORT = 0.7
+DRAIN_NOTE = "out tok/s: drain"
+
+
+def _drain_tokens(row: object) -> tuple[float, float] | None:
+    """Tokens of decode, at the median TPOT, from the client's last sleep to the end of the
+    run (measured) and of its replay (the duration its output tokens/s imply); None when
+    the replay serves nothing."""
+    from gpufleet.perf.workload import poisson_arrivals
+
+    r = row.run  # type: ignore[attr-defined]
+    predicted = row.predicted  # type: ignore[attr-defined]
+    tps, tpot = predicted["outputTokensPerSecond"], predicted["medianTpotMs"]
+    if not (math.isfinite(tps) and math.isfinite(tpot)) or tps <= 0 or tpot <= 0:
+        return None
+    arrivals, sleep = poisson_arrivals(r.rate, r.num_prompts)
+    start = float(arrivals[-1]) + sleep
+    measured = (r.duration - start) / (r.measured["medianTpotMs"] / 1e3)
+    return measured, (r.total_output / tps - start) / (tpot / 1e3)
 
 
 def _cause(row: object) -> str:
@@ -146,6 +178,8 @@ def _cause(row: object) -> str:
         return "KV cache full in the engine (it preempts)"
     if why.startswith("P99 of 200"):
         return "P99 of 200 requests off, their median within 30%"
+    if why.startswith(DRAIN_NOTE):
+        return "output tokens/s off, the run's last outputs longer than the draw's"
     return "none of these"
 
 
