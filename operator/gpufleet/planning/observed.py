@@ -23,13 +23,13 @@ no rate, and one missed scrape would empty a window of two). With a 30 s interva
 after it; the simulator reads the same window (`gpufleet simulate --scrape-interval`).
 
 What a pass reads is not what holds back a step. In the simulator (example pool, 30 s
-interval, 5 s scrape, seeds 0-2, both assignments), with each tier's tokens/s read as what
-it was *sent* over the window (every arrival's prompt and output, which a saturated tier
-does not show, nor do vLLM's series), batch attainment on the flash crowd moved by -0.12
-to +0.14 points (91.4-96.1% with it) and $/Mtok by -2.6% to +1.1%: its misses are the
-replicas' load (76 s), not a late or low reading. A 20 s window instead of 30 s was mixed
-(flash crowd -0.03 to +6.81 points, bursts -4.87 to +1.93), as a step's phase against the
-passes moved; the window stays as above.
+interval, 5 s scrape, seeds 0-2, both assignments), with each tier's tokens/s read as at
+least what it was *sent* over the window (every arrival's prompt and output, which a
+saturated tier does not show, nor do vLLM's series), batch attainment on the flash crowd
+moved by -0.12 to +0.14 points (91.4-96.1% with it) and $/Mtok by -2.6% to +1.1%: its misses
+are the replicas' load (76 s), not a late or low reading. A 20 s window instead of 30 s was
+mixed (flash crowd -0.03 to +6.81 points, bursts -4.87 to +1.93), as a step's phase against
+the passes moved; the window stays as above.
 """
 
 from __future__ import annotations
