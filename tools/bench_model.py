@@ -134,9 +134,9 @@ def _why(row: object) -> str:
         notes.append(f"KV-bound ({row.kv_tokens} tokens), {row.preemptions} preemptions")  # type: ignore[attr-defined]
     if abs(e99) > 0.3 and abs(row.error("medianTtftMs")) <= 0.3 and not notes:  # type: ignore[attr-defined]
         notes.append("P99 of 200 = the 2-3 slowest requests (length draw, burst)")
-    drained = _drain_tokens(row)
     off = abs(row.error("outputTokensPerSecond")) > 0.1  # type: ignore[attr-defined]
-    if off and drained is not None and drained[1] < DRAIN_SHORT * drained[0]:
+    drained = _drain_tokens(row) if off else None
+    if drained is not None and drained[1] < DRAIN_SHORT * drained[0]:
         notes.append(
             f"{DRAIN_NOTE}: the last response came {drained[0]:.0f} tokens of decode after "
             f"the client's last sleep, in the replay {drained[1]:.0f}: outputs drawn at the "
@@ -156,15 +156,15 @@ def _drain_tokens(row: object) -> tuple[float, float] | None:
     """Tokens of decode, at the median TPOT, from the client's last sleep to the end of the
     run (measured) and of its replay (the duration its output tokens/s imply); None when
     the replay serves nothing."""
-    from gpufleet.perf.workload import poisson_arrivals
+    from gpufleet.perf.workload import benchmark_workload
 
     r = row.run  # type: ignore[attr-defined]
     predicted = row.predicted  # type: ignore[attr-defined]
     tps, tpot = predicted["outputTokensPerSecond"], predicted["medianTpotMs"]
     if not (math.isfinite(tps) and math.isfinite(tpot)) or tps <= 0 or tpot <= 0:
         return None
-    arrivals, sleep = poisson_arrivals(r.rate, r.num_prompts)
-    start = float(arrivals[-1]) + sleep
+    # The replay's own requests: its client's last sleep ends where the drain begins.
+    start = benchmark_workload(r.rate, r.num_prompts, r.mean_prompt, r.mean_output).min_duration
     measured = (r.duration - start) / (r.measured["medianTpotMs"] / 1e3)
     return measured, (r.total_output / tps - start) / (tpot / 1e3)
 
