@@ -93,9 +93,14 @@ def build_status(
     generation = pool.metadata.generation
     spec = pool.spec
     conditions: list[Condition] = list(previous.conditions)
+    met = find(conditions, ConditionType.OBJECTIVES_MET)
+    met_before = met is not None and met.status is ConditionStatus.TRUE
     verdicts: list[tuple[ConditionType, Verdict]] = [
         (ConditionType.READY, checks.ready(spec, observation, plan)),
-        (ConditionType.OBJECTIVES_MET, checks.objectives(spec, observation, plan)),
+        (
+            ConditionType.OBJECTIVES_MET,
+            checks.objectives(spec, observation, plan, met_before=met_before),
+        ),
         (ConditionType.METRICS_AVAILABLE, checks.metrics(observation)),
         (
             ConditionType.DEGRADED,

@@ -27,6 +27,15 @@ MAX_MESSAGE = 1000  # conditions and Events allow 1024
 # A P99 objective lets 1% of requests be slower: beyond that share of prompts out of every
 # tier's reach, the objective cannot hold whatever the fleet.
 UNSERVABLE_ALLOWED = 0.01
+# How far over its $/Mtok objective a pool that met its objectives may go before
+# ObjectivesMet turns False (it turns True again only at or under the objective itself). The
+# $/Mtok is the fleet's price over the tokens of the last window, which move several percent
+# pass to pass: in `make demo` a pool sized near its $0.10 objective read $0.0936, $0.1042,
+# $0.0925 in three passes, and in another run $0.1016, $0.0966, $0.1014, flipping the
+# condition, with an Event, every pass or two. Kubernetes' HPA takes a 10% tolerance on its
+# ratio for the same reason; the planner still sizes to the objective itself, and the
+# condition's message gives the cost either way.
+COST_TOLERANCE = 0.05
 
 _METRICS_REASONS = {
     MetricsState.AVAILABLE: Reason.METRICS_FOUND,
@@ -106,9 +115,14 @@ def ready(spec: InferencePoolSpec, observation: Observation, plan: Plan) -> Verd
     return Verdict(True, Reason.TIERS_READY, "All desired replicas are Ready")
 
 
-def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) -> Verdict:
+def objectives(
+    spec: InferencePoolSpec, observation: Observation, plan: Plan, *, met_before: bool = False
+) -> Verdict:
     """ObjectivesMet: every class within its P99 objective (observed, else predicted) and
-    the plan within the $/Mtok objective; the first failure names the reason."""
+    the plan within the $/Mtok objective; the first failure names the reason.
+
+    `met_before`: the condition was True. Then a cost over its objective by at most
+    COST_TOLERANCE keeps it True, and the message says how far over it is."""
     if plan.awaiting_metrics:
         return Verdict(None, Reason.AWAITING_METRICS, metrics(observation).message)
     failures: list[tuple[Reason, str]] = []
@@ -173,18 +187,26 @@ def objectives(spec: InferencePoolSpec, observation: Observation, plan: Plan) ->
                     f"{cls.name} predicted P99 {shown} > {cls.ttft_p99_objective_milliseconds} ms",
                 )
             )
-    over = cost_objective_exceeded(spec, plan.cost_per_million_tokens)
-    if over is not None and plan.cost_per_million_tokens is not None:
+    cost = plan.cost_per_million_tokens
+    over = cost_objective_exceeded(spec, cost)
+    tolerated = (
+        met_before and over is not None and cost is not None and cost <= over * (1 + COST_TOLERANCE)
+    )
+    if over is not None and cost is not None and not tolerated:
         failures.append(
             (
                 Reason.COST_ABOVE_TARGET,
-                f"${plan.cost_per_million_tokens:.4g}/Mtok > ${over:g}/Mtok objective",
+                f"${cost:.4g}/Mtok > ${over:g}/Mtok objective",
             )
         )
     if failures:
         return Verdict(False, failures[0][0], "; ".join(m for _, m in failures)[:MAX_MESSAGE])
-    cost = plan.cost_per_million_tokens
     at = f" at ${cost:.4g}/Mtok" if cost is not None else ""
+    if tolerated and over is not None and cost is not None:
+        at += (
+            f", {cost / over - 1:.1%} over the ${over:g}/Mtok objective "
+            f"(within its {COST_TOLERANCE:.0%} tolerance)"
+        )
     return Verdict(True, Reason.OBJECTIVES_MET, f"Every class within its P99 objective{at}")
 
 
