@@ -205,6 +205,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     priority = {c.name: c.priority for c in inputs.classes}
     routed = route_on_ready(targets, actual, ready, live, names, priority, coming)
     routed, spread = routing.spread(routed, targets, ready, capacities)
+    routed, kept_off = routing.yield_to_steps(routed, live, stepping, priority, kept_off)
     weights = routing.settle(
         inputs,
         {

@@ -308,6 +308,26 @@ def test_a_short_lower_class_borrows_no_higher_class_tier_while_demand_steps_up(
         assert realtime_p99 is not None and realtime_p99 <= 0.1
 
 
+def test_a_lower_class_is_not_moved_onto_a_tier_while_a_higher_class_steps_up_there() -> None:
+    # Realtime steps from 1,500 to 6,000 and 9,000 tok/s on the H100s; batch (18,000 tok/s)
+    # left them when the first pass of the step found them short. At 60 s the plan buys a
+    # third H100 and its split would put 9% of batch back on the two Ready ones, whose
+    # queue the step is filling: batch stays off them until realtime's step is taken in.
+    s = spec()
+    running = {"h100": 1, "rtx4090": 8}
+    status = previous(running, {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}})
+    plans = {}
+    for now, rt in ((0, 1500), (10, 1500), (20, 1500), (30, 1500), (40, 6000), (50, 9000),
+                    (60, 9000)):  # fmt: skip
+        seen = observe(s, {"realtime": rt, "batch": 18000}, now=now, ready=running)
+        plans[now] = plan(s, seen, status)
+        running, status = replicas(plans[now]), status_from(plans[now], seen)
+    assert weights(plans[30])["batch"] == {"h100": 9, "rtx4090": 91}  # before the step
+    assert replicas(plans[60]) == {"h100": 3, "rtx4090": 8}
+    assert weights(plans[60])["batch"] == {"rtx4090": 100}
+    assert "batch kept off h100 while demand steps up" in plans[60].message
+
+
 def test_higher_priority_wins_whatever_the_class_order() -> None:
     s = spec(
         tiers=[h100(minReplicas=0, maxReplicas=2), rtx4090(maxReplicas=0)],

@@ -101,3 +101,45 @@ def test_two_classes_on_tiers_of_their_own_keep_them() -> None:
     assert weights(result)["realtime"] == {"h100": 100}
     assert weights(result)["batch"]["rtx4090"] > 0
     assert "also sent to" not in result.message
+
+
+# -- a lower class takes no more of a tier a higher one steps up on ---------------------------
+
+PRIORITY = {"realtime": 100, "batch": 10}
+
+
+def test_a_lower_class_is_not_moved_onto_a_tier_a_higher_class_steps_up_on() -> None:
+    routed = {"batch": {"h100": 0.2, "rtx4090": 0.6, "l40s": 0.2}, "realtime": {"h100": 1.0}}
+    live = {"batch": {"h100": 0.05, "rtx4090": 0.95}, "realtime": {"h100": 1.0}}
+    up = frozenset({"realtime"})
+    shares, off = routing.yield_to_steps(routed, live, up, PRIORITY, {})
+    # Held at its live 5% there; the other 15% onto its other tiers by their shares.
+    assert shares["batch"] == pytest.approx({"h100": 0.05, "rtx4090": 0.7125, "l40s": 0.2375})
+    assert shares["realtime"] == {"h100": 1.0}
+    assert off == {}  # still on it
+    # Not there before: kept off it, and said so.
+    live_off = {"batch": {"rtx4090": 1.0}, "realtime": {"h100": 1.0}}
+    shares, off = routing.yield_to_steps(routed, live_off, up, PRIORITY, {})
+    assert shares["batch"] == pytest.approx({"h100": 0.0, "rtx4090": 0.75, "l40s": 0.25})
+    assert off == {"batch": ("h100",)}
+
+
+def test_what_a_class_has_on_the_tier_stays_and_no_step_moves_nothing() -> None:
+    routed = {"batch": {"h100": 0.2, "rtx4090": 0.8}, "realtime": {"h100": 1.0}}
+    more = {"batch": {"h100": 0.3, "rtx4090": 0.7}, "realtime": {"h100": 1.0}}
+    for live, stepping in (
+        (more, frozenset({"realtime"})),  # planned below what it has there: route_on_ready's
+        ({"batch": {"rtx4090": 1.0}}, frozenset()),  # nothing steps up
+        ({"batch": {"rtx4090": 1.0}}, frozenset({"batch"})),  # only the lower class does
+    ):
+        shares, off = routing.yield_to_steps(routed, live, stepping, PRIORITY, {})
+        assert shares == routed and off == {}
+
+
+def test_a_class_planned_nowhere_else_stays_and_kept_off_tiers_are_kept() -> None:
+    routed = {"batch": {"h100": 1.0}, "realtime": {"h100": 1.0}}
+    shares, off = routing.yield_to_steps(
+        routed, {}, frozenset({"realtime"}), PRIORITY, {"realtime": ("rtx4090",)}
+    )
+    assert shares == routed
+    assert off == {"realtime": ("rtx4090",)}  # what shed_overflow kept off, kept
