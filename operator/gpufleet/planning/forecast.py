@@ -91,11 +91,16 @@ class Bursts:
 
     def recurring(self, now: datetime, percentile: int) -> bool:
         """Short bursts keep coming: the next one is due within the time that covers
-        `percentile` of Poisson gaps of their mean."""
+        `percentile` of Poisson gaps of their mean. A burst in progress that began within
+        that time is the next one, however long it has lasted since (up to the horizon,
+        when it becomes a new level): counted from `now`, a burst that came late in the
+        window ended the pattern halfway up its own step, and the pass bought for its trend
+        and deviation what the pattern's reserve was holding for it."""
         if self.last_end is None or not 0 < self.gap_seconds <= MAX_GAP_SECONDS:
             return False
         hold = -math.log(1.0 - min(percentile, 99.9) / 100.0) * self.gap_seconds
-        return (now - self.last_end).total_seconds() <= hold
+        began = now if self.since is None else min(self.since, now)
+        return (began - self.last_end).total_seconds() <= hold
 
 
 @dataclass(frozen=True)

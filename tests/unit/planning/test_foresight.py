@@ -155,6 +155,19 @@ def test_a_burst_where_bursts_recur_is_met_by_their_peak_not_chased() -> None:
     assert not any(f.rides_burst for f in _run(_bursts(4, every=6), percentile=50))
 
 
+def test_a_burst_that_begins_late_in_the_pattern_is_ridden_to_its_end() -> None:
+    """The pattern (gaps of 180 s) expects the next burst within 414 s of the last one's
+    end (t = 540 s): one beginning at 930 s is that burst, still at 960 s, past the 954 s."""
+    series = _bursts(3, every=6) + [BASE] * 13 + [PEAK, PEAK, BASE]
+    runs = _run(series)
+    began, still = runs[31], runs[32]
+    assert began.bursts.since == still.bursts.since == at(930)
+    for burst in (began, still):
+        assert burst.rides_burst and burst.planned == pytest.approx(PEAK)
+    # It ended at 990 s, 450 s after the last one: the mean gap moves toward it.
+    assert runs[33].bursts.gap_seconds == pytest.approx(180 + forecast.GAP_ALPHA * (450 - 180))
+
+
 def test_a_burst_that_outlasts_the_horizon_is_followed_again() -> None:
     """Recurring short bursts, then a step that stays: capped while it could be a burst,
     followed with the trend and the deviation once it has lasted longer than the horizon."""
