@@ -102,6 +102,15 @@ def spread(
     of each tier's limit never loads the busiest of them more than the optimizer's split
     does, and costs nothing. Tiers another class is sent to (or planned for) keep their
     share as planned: the traffic there is sized against that class's objective too.
+
+    Also moving a class off such a shared tier into its own tiers' idle Ready room (up to
+    90% of it at the class's limit, never onto replicas the delay lets go by the next
+    pass) was tried. In `make demo`'s quiet phase, with one RTX 4090 sized and a second held
+    by the delay, the optimizer's split sends 8% to 50% of batch to realtime's H100 from
+    pass to pass as the demand moves by 10%; with the move, 8% to 16%. But on the
+    simulator's pools (bursts and flash crowd, seeds 0-2) batch lost 4.65 points on one run
+    (loose objectives, bursts: its own tiers, full, met the burst alone) and $/Mtok moved
+    by -7.6% to +4.3%, so it is not done.
     """
     result = {c: dict(shares) for c, shares in routed.items()}
     onto: dict[str, tuple[str, ...]] = {}
