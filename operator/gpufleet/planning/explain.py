@@ -49,6 +49,7 @@ class Report:
     shortage: bool
     waiting: list[str]
     given_way: frozenset[str] = frozenset()  # classes the optimizer planned as giving way
+    apart_per_hour: float = 0.0  # the fleet raised toward keeping them apart ($/h), if so
     # class -> tiers its traffic also goes to, Ready replicas the optimizer left idle
     spread: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     # class -> higher-priority classes' tiers it was kept off while demand steps up
@@ -326,6 +327,11 @@ class Report:
                     f"{name} waits behind the prompts of {sharing} "
                     "(kept apart, they could not all be served)"
                 )
+        if self.apart_per_hour > 0:
+            notes.append(
+                f"fleet sized toward the ${self.apart_per_hour:.2f}/h keeping classes apart "
+                "would take, not only what giving way needs"
+            )
         return notes
 
     def _giving_way(self, name: str) -> str:

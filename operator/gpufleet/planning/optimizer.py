@@ -44,12 +44,16 @@ in 100 ms. A class merely short does not make another give way: its objective is
 more than the rest of a lower class's demand (a priority says which), and giving way at
 every shortage made the simulator's oracle, whose search for a fleet raises demand until
 tiers run out, share realtime's H100s with batch and pay up to 38% more for its fleets.
+A plan whose classes give way costs no less than keeping them apart would, up to the
+tiers' maximums and the budget (`_no_smaller`): a higher demand, too much to keep them
+apart, does not plan a cheaper fleet than a lower one that kept them apart.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy.optimize import Bounds, LinearConstraint
@@ -69,6 +73,9 @@ class Solution:
     shortage: bool  # some class could not be fully served
     optimal: bool  # False when the solver ran out of time (the best found is returned)
     given_way: tuple[str, ...] = ()  # classes planned as giving way (see the module doc)
+    # $/h of the fleet keeping those classes apart would take, where the plan was raised
+    # toward it (`_no_smaller`); 0 where it was not.
+    apart_per_hour: float = 0.0
 
 
 # Solutions by their exact inputs. An idle pool asks for the same program every pass, and
@@ -127,6 +134,7 @@ def _copy(solution: Solution) -> Solution:
         shortage=solution.shortage,
         optimal=solution.optimal,
         given_way=solution.given_way,
+        apart_per_hour=solution.apart_per_hour,
     )
 
 
@@ -147,7 +155,7 @@ def _optimize(
             other = _solve(given, budget_per_hour, served_at_least=full, maximize=None)
             other = other or _by_priority(given, budget_per_hour)
             if _serves_more(other, result, active):
-                result = other
+                result = _no_smaller(layout, given, other, budget_per_hour)
                 given_way = tuple(c.name for c in active if c.yielding_utilization)
                 shortage = False  # from what it serves, below
     served = dict(result.served)
@@ -162,6 +170,7 @@ def _optimize(
         shortage=shortage,
         optimal=result.optimal,
         given_way=given_way,
+        apart_per_hour=result.apart_per_hour,
     )
 
 
@@ -184,6 +193,83 @@ def _by_priority(layout: Layout, budget_per_hour: float | None) -> Solution:
         # plan that achieved it serves as much, at a cost maybe not the least.
         result = found if found is not None else _minimum(layout)
     return result
+
+
+def _no_smaller(
+    apart: Layout, layout: Layout, given: Solution, budget_per_hour: float | None
+) -> Solution:
+    """`given`, the plan of `layout` (classes giving way), on a fleet costing no less than
+    keeping the classes apart would (`apart`, its tiers unbounded), up to what the tiers'
+    maximums and the budget allow. Classes give way because the tiers' limits leave no
+    room to keep them apart, not to make the fleet cheaper: the capacity keeping them apart
+    would take is bought still and lowers the load the classes that give way wait behind.
+    Without this more demand could plan less: a world served in full with its classes kept
+    apart on 5 RTX 4090s, at 1.5x its demand (too much to keep them apart on the tiers'
+    maximums), was served in full on 4 with classes giving way.
+
+    The extra replicas go where a plan for more demand would put them: the plan taken is
+    the cheapest giving-way plan for the demand scaled up until it costs that much (so
+    they carry load, not sit idle). Where keeping the classes apart is impossible however
+    many replicas (two classes that cannot share the only tier), or `given` serves some
+    class in part (the fleet is at its limit), `given` stands."""
+    full = {c.name: 1.0 for c in layout.classes}
+    if any(given.served.get(n, 0.0) < 1.0 for n in full):
+        return given
+    unbounded = Layout(
+        tuple(replace(t, max_replicas=_enough(apart, ti)) for ti, t in enumerate(apart.tiers)),
+        apart.classes,
+        apart.pairs,
+        apart.binaries,
+        apart.blocking,
+    )
+    wanted = _solve(unbounded, None, served_at_least=full, maximize=None)
+    if wanted is None:
+        return given
+    most = sum(t.price_per_replica_hour * t.max_replicas for t in layout.tiers)
+    spend = min(wanted.cost_per_hour, most, most if budget_per_hour is None else budget_per_hour)
+    if spend <= given.cost_per_hour + 1e-9:
+        return given
+
+    def at(scale: float) -> Solution | None:
+        grown = tuple(replace(c, rate_rps=c.rate_rps * scale) for c in layout.classes)
+        scaled = Layout(layout.tiers, grown, layout.pairs, layout.binaries, layout.blocking)
+        return _solve(scaled, budget_per_hour, served_at_least=full, maximize=None)
+
+    # The least scale whose plan costs `spend`; short of that (the tiers' maximums or the
+    # budget), the most the fleet serves in full.
+    low, high, best, enough = 1.0, 2.0, given, None
+    while high <= _MOST_SCALE:
+        found = at(high)
+        if found is None or found.cost_per_hour >= spend - 1e-9:
+            enough = found
+            break
+        low, best, high = high, found, 2 * high
+    for _ in range(_BISECTIONS):
+        middle = (low + high) / 2
+        found = at(middle)
+        if found is None or found.cost_per_hour >= spend - 1e-9:
+            high, enough = middle, found or enough
+        else:
+            low, best = middle, found
+    chosen = enough or best
+    return replace(chosen, served=given.served, apart_per_hour=spend)
+
+
+# How far `_no_smaller` scales demand, and in how many halvings it finds the scale.
+_MOST_SCALE = 64.0
+_BISECTIONS = 10
+
+
+def _enough(layout: Layout, ti: int) -> int:
+    """Replicas of tier `ti` that hold every class's whole load there at the tightest
+    limit on it (no plan needs more), and at least its maximum."""
+    tier = layout.tiers[ti]
+    on = [layout.classes[ci] for ci, t in layout.pairs if t == ti]
+    if not on:
+        return tier.max_replicas
+    load = sum(c.rate_rps * c.service_seconds[tier.name] for c in on)
+    tightest = min(c.max_utilization[tier.name] for c in on)
+    return max(tier.max_replicas, math.ceil(load / tightest) + 1)
 
 
 def _serves_more(a: Solution, b: Solution, classes: Sequence[ClassNeed]) -> bool:

@@ -420,6 +420,7 @@ def _finish(
         protected=dict(protected or {}),
         shortage=bool(solution and solution.shortage),
         given_way=frozenset(solution.given_way if solution else ()),
+        apart_per_hour=solution.apart_per_hour if solution else 0.0,
         waiting=list(waiting or []),
         spread=spread or {},
         kept_off=kept_off or {},

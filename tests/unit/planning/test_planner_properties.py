@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 
 from gpufleet.api.types import InferencePoolSpec
@@ -150,8 +150,47 @@ def test_the_same_input_gives_the_same_plan(world: World) -> None:
     assert _pass(world)[0] == _pass(world)[0]
 
 
+def _world(
+    tiers: list[dict[str, Any]], classes: list[dict[str, Any]], demand: dict[str, float]
+) -> World:
+    body = pool(tiers=tiers, classes=classes, scaling={"scaleDownDelaySeconds": 0})
+    spec = InferencePoolSpec.model_validate(body["spec"])
+    return World(spec, demand, {t.name: 0 for t in spec.tiers})
+
+
+# Kept apart, these classes are served in full on five RTX 4090s; at 1.5x the demand they
+# cannot be kept apart on the tiers' maximums and give way, which once planned four.
+GIVING_WAY = _world(
+    [
+        tier("t0", "RTX4090", minReplicas=0, maxReplicas=1, pricePerGPUHour="0.25"),
+        tier("t1", "RTX4090", minReplicas=0, maxReplicas=4, pricePerGPUHour="0.25"),
+    ],
+    [
+        traffic_class("c0", 20, priority=0, meanPromptTokens=116, meanOutputTokens=20),
+        traffic_class("c1", 20, header="c1", priority=1, meanPromptTokens=50, meanOutputTokens=94),
+        traffic_class("c2", 20, header="c2", priority=0, meanPromptTokens=50, meanOutputTokens=20),
+        traffic_class("c3", 60, header="c3", priority=0, meanPromptTokens=50, meanOutputTokens=20),
+    ],
+    {"c0": 500.0, "c1": 500.0, "c2": 4000.0, "c3": 500.0},
+)
+
+
+def test_classes_giving_way_keep_the_fleet_keeping_them_apart_took_and_load_all_of_it() -> None:
+    low, _ = _pass(GIVING_WAY)
+    high, _ = _pass(GIVING_WAY, {c: v * 1.5 for c, v in GIVING_WAY.demand.items()})
+    assert "giving way" not in low.message and "giving way" in high.message
+    assert {n: t.replicas for n, t in low.tiers.items()} == {"t0": 1, "t1": 4}
+    assert high.cost_per_hour >= low.cost_per_hour
+    assert "fleet sized toward the $1.25/h keeping classes apart would take" in high.message
+    assert all(c.served_fraction == 1 for c in high.classes.values())
+    for name, t in high.tiers.items():  # no replica bought to sit idle
+        if t.replicas:
+            assert any(c.weights.get(name, 0) > 0 for c in high.classes.values()), name
+
+
 @PROPERTY
 @given(worlds(), st.sampled_from([1.5, 2.0, 4.0]))
+@example(GIVING_WAY, 1.5)
 def test_more_demand_never_yields_less_capacity(world: World, factor: float) -> None:
     fresh = World(world.spec, world.demand, dict.fromkeys(world.ready, 0))
     assume(sum(world.demand.values()) > 0)
