@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 import uuid
 from collections.abc import Iterator
@@ -9,6 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
+
+# In CI the property tests draw the same examples every run: whether a submission lands is
+# not left to the luck of a draw. Elsewhere (`make test`, `make unit`) each run draws new
+# ones, so the properties keep being explored; a world one finds goes into its test as an
+# @example, as `test_planner_properties.GIVING_WAY` did.
+settings.register_profile("ci", derandomize=True, database=None)
+settings.load_profile(os.environ.get("GPUFLEET_HYPOTHESIS_PROFILE", "default"))
 
 ROOT = Path(__file__).resolve().parent.parent
 NODES_YAML = ROOT / "tests" / "cluster" / "nodes.yaml"
