@@ -252,6 +252,8 @@ def _no_smaller(
         else:
             low, best = middle, found
     chosen = enough or best
+    if chosen.cost_per_hour <= given.cost_per_hour + 1e-9:
+        return given  # no larger fleet serves it in full within the maximums and budget
     return replace(chosen, served=given.served, apart_per_hour=spend)
 
 
