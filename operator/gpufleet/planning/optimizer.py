@@ -126,15 +126,11 @@ def _need_key(need: ClassNeed) -> tuple[object, ...]:
 
 def _copy(solution: Solution) -> Solution:
     """A solution whose mappings the caller may change without touching the cached one."""
-    return Solution(
+    return replace(
+        solution,
         replicas=dict(solution.replicas),
         routing={c: dict(shares) for c, shares in solution.routing.items()},
         served=dict(solution.served),
-        cost_per_hour=solution.cost_per_hour,
-        shortage=solution.shortage,
-        optimal=solution.optimal,
-        given_way=solution.given_way,
-        apart_per_hour=solution.apart_per_hour,
     )
 
 
@@ -162,16 +158,7 @@ def _optimize(
     for c in classes:
         served.setdefault(c.name, 1.0 if c.rate_rps <= 0 else 0.0)
     shortage = shortage or any(v < 1.0 - 1e-6 for v in served.values())
-    return Solution(
-        replicas=result.replicas,
-        routing=result.routing,
-        served=served,
-        cost_per_hour=result.cost_per_hour,
-        shortage=shortage,
-        optimal=result.optimal,
-        given_way=given_way,
-        apart_per_hour=result.apart_per_hour,
-    )
+    return replace(result, served=served, shortage=shortage, given_way=given_way)
 
 
 def _by_priority(layout: Layout, budget_per_hour: float | None) -> Solution:
@@ -215,12 +202,11 @@ def _no_smaller(
     full = {c.name: 1.0 for c in layout.classes}
     if any(given.served.get(n, 0.0) < 1.0 for n in full):
         return given
-    unbounded = Layout(
-        tuple(replace(t, max_replicas=_enough(apart, ti)) for ti, t in enumerate(apart.tiers)),
-        apart.classes,
-        apart.pairs,
-        apart.binaries,
-        apart.blocking,
+    unbounded = replace(
+        apart,
+        tiers=tuple(
+            replace(t, max_replicas=_enough(apart, ti)) for ti, t in enumerate(apart.tiers)
+        ),
     )
     wanted = _solve(unbounded, None, served_at_least=full, maximize=None)
     if wanted is None:
@@ -232,7 +218,7 @@ def _no_smaller(
 
     def at(scale: float) -> Solution | None:
         grown = tuple(replace(c, rate_rps=c.rate_rps * scale) for c in layout.classes)
-        scaled = Layout(layout.tiers, grown, layout.pairs, layout.binaries, layout.blocking)
+        scaled = replace(layout, classes=grown)
         return _solve(scaled, budget_per_hour, served_at_least=full, maximize=None)
 
     # The least scale whose plan costs `spend`; short of that (the tiers' maximums or the
