@@ -154,6 +154,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     previous = inputs.previous.sizing
     kept, sizing, reused = reuse.solve(options, wants, inputs.budget, previous, inputs.now)
     solution, wanted, asked = recommend(bought, kept)
+    nodes_back = {n: asked[n] for n in bounds.capped}
     steady = recommend(held)[2] if any(drain.values()) else asked
     reserve = _reserve(steady, recommend(expected)[2] if held != expected else steady)
     # Preemptible tiers run the replicas they are expected to lose within a lead time on
@@ -187,7 +188,7 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     target, protected = protect_traffic(
         inputs, bounds, target, _loads(inputs, capacities, rates, 1 + inputs.headroom)
     )
-    target = within_budget(inputs, bounds, target, wanted)
+    target = within_budget(inputs, bounds, target, wanted, nodes_back)
 
     actual = _loads(inputs, capacities, rates, 1.0)
     ready = {n: min(inputs.seen(n).ready_replicas, target[n]) for n in names}

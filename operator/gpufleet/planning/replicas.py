@@ -111,26 +111,49 @@ def protect_traffic(
 
 
 def within_budget(
-    inputs: Inputs, bounds: TierBounds, target: Mapping[str, int], wanted: Mapping[str, int]
+    inputs: Inputs,
+    bounds: TierBounds,
+    target: Mapping[str, int],
+    wanted: Mapping[str, int],
+    nodes_back: Mapping[str, int] | None = None,
 ) -> dict[str, int]:
-    """Trim replicas held above the recommendation, most expensive first, to fit the budget."""
+    """Trim replicas held above the recommendation, most expensive first, to fit the budget.
+
+    The budget bounds what runs. A capped tier's Pending replicas run nothing, and up to
+    `nodes_back` (what it asks for with its nodes back: `asks`' plan, which fits the budget
+    on its own) they cost nothing: once they schedule, the next pass plans on them and lets
+    the overflow they replace go. Priced, they were trimmed to the cap, the pending pods and
+    so the cap vanished, and the next pass dropped the overflow to scale the tier up again:
+    a budget that fits either fleet but not both flipped between them every pass. Pending
+    replicas above `nodes_back` (held by the delay) are priced, and trimmed first. A
+    Deployment scaled down loses its Pending pods before its running ones, so a capped tier
+    with free asks keeps its running replicas too while held replicas elsewhere go."""
     budget = inputs.budget
     result = dict(target)
     if budget is None:
         return result
+    free = {n: max(cap, (nodes_back or {}).get(n, 0)) for n, cap in bounds.capped.items()}
+
+    def cost() -> float:
+        running = bounds.running(result)
+        return inputs.cost(
+            {n: running[n] + max(result[n] - free.get(n, result[n]), 0) for n in result}
+        )
+
     names = inputs.names
     order = sorted(names, key=lambda n: (-inputs.prices[n], names.index(n)))
-    for name in order:  # pending replicas of capped tiers first: they carry nothing now
-        floor = max(bounds.capped.get(name, result[name]), bounds.ask_lower[name])
-        while inputs.cost(result) > budget + 1e-9 and result[name] > floor:
+    for name in order:  # pending replicas a capped tier asks beyond its nodes back first
+        floor = max(free.get(name, result[name]), bounds.ask_lower[name])
+        while cost() > budget + 1e-9 and result[name] > floor:
             result[name] -= 1
-    for name in order:
-        while inputs.cost(result) > budget + 1e-9 and result[name] > max(
-            wanted.get(name, 0), bounds.lower[name]
+    for name in order:  # a capped tier keeps the asks that cost nothing over held replicas
+        keep = free[name] if free.get(name, 0) > bounds.capped.get(name, 0) else 0
+        while cost() > budget + 1e-9 and result[name] > max(
+            wanted.get(name, 0), bounds.lower[name], keep
         ):
             result[name] -= 1
     for name in order:  # still over (budget lowered under what the optimizer could fit)
-        while inputs.cost(result) > budget + 1e-9 and result[name] > 0:
+        while cost() > budget + 1e-9 and result[name] > 0:
             result[name] -= 1
     return result
 

@@ -710,6 +710,45 @@ def test_pending_replicas_are_trimmed_first_to_fit_the_budget() -> None:
     assert n["rtx4090"] >= 4, "running replicas carry traffic; pending ones go first"
 
 
+def test_a_budget_for_either_fleet_but_not_both_does_not_flip_between_them() -> None:
+    """The batch-budget example on 4090 nodes for 4 of its 12 replicas: $3/h holds 12
+    4090s, or 4 and an H100, not both. Pending replicas priced against the budget were
+    trimmed to the cap, the cap vanished with them, and the next pass asked for 12 4090s
+    again instead of the H100: the H100 was asked for and cancelled every other pass."""
+    s = spec(
+        tiers=[rtx4090(minReplicas=1, maxReplicas=12, preemptible=True), h100(minReplicas=0)],
+        classes=[batch(5000)],
+        objectives={"maxHourlyCost": "3.00"},
+    )
+    asked, h100_ready = {"rtx4090": 12, "h100": 0}, 0
+    status = previous(dict(asked), {"batch": {"rtx4090": 100}})
+    plans = []
+    for i, nodes in enumerate([12, 4, 4, 4, 4, 4, 12, 12]):
+        running = min(asked["rtx4090"], nodes)
+        tiers = {
+            "rtx4090": {
+                "desired_replicas": asked["rtx4090"],
+                "ready_replicas": running,
+                "unschedulable_replicas": asked["rtx4090"] - running,
+            },
+            "h100": {"desired_replicas": asked["h100"], "ready_replicas": h100_ready},
+        }
+        seen = observe(s, {"batch": 60000}, now=30 * i, tiers=tiers)
+        p = plan(s, seen, status)
+        plans.append(p)
+        status, h100_ready, asked = status_from(p, seen), asked["h100"], replicas(p)
+    short = [replicas(p) for p in plans[1:6]]
+    assert short == [{"rtx4090": 12, "h100": 1}] * 5, "the overflow is bought and kept"
+    for p in plans[1:6]:
+        assert p.tiers["rtx4090"].capped_at == 4
+        assert p.cost_per_hour == pytest.approx(0.25 * 4 + 2.00), "what runs fits the budget"
+        assert p.degraded.status is True and "still asking for 12" in p.degraded.message
+    # Nodes back: the first pass that sees the 12 4090s scheduled lets the H100 go.
+    for p in plans[6:]:
+        assert replicas(p) == {"rtx4090": 12, "h100": 0}
+        assert p.tiers["rtx4090"].capped_at is None and p.cost_per_hour <= 3.00 + 1e-9
+
+
 # -- metrics ----------------------------------------------------------------------------------
 
 
