@@ -78,18 +78,51 @@ def last_pass(inputs: Inputs) -> datetime | None:
 def queue_growth(inputs: Inputs, cls: str) -> float:
     """Tokens/s the class's queued backlog grew by since the last pass; negative when it
     drained, but only where every tier the class is sent to read its queue (a missing
-    reading counts as an empty queue, and is no drain)."""
-    before = next((c for c in inputs.previous.classes if c.name == cls), None)
+    reading counts as an empty queue, and is no drain).
+
+    Classes that share a tier share its queue, split between them by a guess (each one's
+    share of the tokens the tier served, `demand.backlog_tokens`) that moves with the split
+    of what it served, so a class's own backlog can shrink by what the guess moved to
+    another class. A class drains at most its share (of their backlog over the two
+    readings) of what the classes linked to it by shared tiers drained together. Without
+    that, a flash crowd on H100s serving both classes read realtime's demand as zero the
+    pass the guess moved 833k queued tokens to batch while the queue fell by a third, and
+    the plan cut the H100s for batch's 4090s. Growth is the class's own: a burst shows
+    there first."""
     then = last_pass(inputs)
-    if before is None or then is None or then >= inputs.now:
+    before = {c.name: c.backlog_tokens or 0 for c in inputs.previous.classes}
+    if cls not in before or then is None or then >= inputs.now:
         return 0.0
-    seconds = (inputs.now - then).total_seconds()
-    grown = inputs.observation.class_backlog_tokens.get(cls, 0.0) - (before.backlog_tokens or 0)
-    tiers = inputs.previous_weights(cls)
+    seconds = max((inputs.now - then).total_seconds(), float(inputs.spec.scaling.interval_seconds))
+    now = inputs.observation.class_backlog_tokens
+    group = _sharing(inputs, cls)
+    tiers = {t for c in group for t, w in inputs.previous_weights(c).items() if w > 0}
     read = bool(tiers) and all(inputs.seen(t).requests_waiting is not None for t in tiers)
-    if grown < 0 and not read:
-        grown = 0.0
-    return grown / max(seconds, float(inputs.spec.scaling.interval_seconds))
+    grown = now.get(cls, 0.0) - before[cls]
+    if grown >= 0:
+        return grown / seconds
+    if not read:
+        return 0.0
+    pooled = sum(now.get(c, 0.0) - before.get(c, 0) for c in group)
+    total = sum(now.get(c, 0.0) + before.get(c, 0) for c in group)
+    share = (now.get(cls, 0.0) + before[cls]) / total if total > 0 else 1.0
+    return max(grown, min(pooled, 0.0) * share) / seconds
+
+
+def _sharing(inputs: Inputs, cls: str) -> frozenset[str]:
+    """The class and every class linked to it by tiers their live weights share."""
+    sends = {
+        c.name: {t for t, w in inputs.previous_weights(c.name).items() if w > 0}
+        for c in inputs.classes
+    }
+    group, tiers = {cls}, set(sends.get(cls, ()))
+    grew = True
+    while grew:
+        more = {c for c, ts in sends.items() if c not in group and ts & tiers}
+        grew = bool(more)
+        group |= more
+        tiers |= {t for c in more for t in sends[c]}
+    return frozenset(group)
 
 
 def forecasts(

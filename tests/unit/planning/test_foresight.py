@@ -356,6 +356,49 @@ def test_a_draining_queue_is_not_demand() -> None:
     assert needs.demand_tokens(Inputs(s, grown, status), "batch") == pytest.approx(12_000.0)
 
 
+def test_a_class_sharing_a_tier_drains_no_more_than_its_share_of_the_queue() -> None:
+    """Two classes on the same H100s: their queue is one, split between them by a guess
+    that follows the split of what the tier served. When the guess moves most of it from
+    realtime to batch while the queue shrinks by a third, realtime's own backlog "drained"
+    800k tokens in 30 s: counted alone, that read its demand as zero (the plan then cut
+    its H100s). It drains its share of what the queue drained; growth stays its own."""
+    s = spec()
+    running = {"h100": 3, "rtx4090": 0}
+    shared = {"realtime": {"h100": 100}, "batch": {"h100": 100}}
+    first = observe(s, {"realtime": 20_000, "batch": 1_000}, now=0, ready=running)
+    status = status_from(plan(s, first, previous(running, shared)), first)
+    status = status.model_copy(
+        update={
+            "classes": [
+                c.model_copy(
+                    update={
+                        "backlog_tokens": {"realtime": 1_200_000, "batch": 50_000}[c.name],
+                        "weights": [
+                            w.model_copy(update={"weight": 100})
+                            for w in c.weights
+                            if w.tier == "h100"
+                        ],
+                    }
+                )
+                for c in status.classes
+            ]
+        }
+    )
+    queue = {"h100": {"requests_waiting": 700.0}, "rtx4090": {"requests_waiting": 0.0}}
+    seen = dataclasses.replace(
+        observe(s, {"realtime": 17_000, "batch": 19_000}, now=30, ready=running, tiers=queue),
+        class_backlog_tokens={"realtime": 400_000.0, "batch": 440_000.0},
+    )
+    inputs = Inputs(s, seen, status)
+    assert {t for c in ("realtime", "batch") for t in inputs.previous_weights(c)} == {"h100"}
+    realtime, batch = (needs.demand_tokens(inputs, c) for c in ("realtime", "batch"))
+    drained = (1_250_000 - 840_000) / 30  # the queue's, tokens/s
+    share = (1_200_000 + 400_000) / (1_250_000 + 840_000)  # realtime's of the two readings
+    assert realtime == pytest.approx(17_000 - share * drained)
+    assert realtime > 5_000, "not read as zero"
+    assert batch == pytest.approx(19_000 + (440_000 - 50_000) / 30)
+
+
 def test_a_queue_grows_over_the_time_since_the_last_pass_not_the_last_decision() -> None:
     """A steady pool keeps its last decision for many passes; the queue in its status was
     read by the last pass (its forecast dates it), so what the queue grew by since is
