@@ -262,7 +262,7 @@ def _hold(inputs: Inputs, fleet: Fleet) -> Plan:
         count = before.desired_replicas if before else inputs.seen(tier.name).desired_replicas
         kept[tier.name] = min(max(count, bounds.ask_lower[tier.name]), bounds.ask_upper[tier.name])
     target = keep_serving(inputs, fleet.capacities, bounds, kept, {})
-    target = within_budget(inputs, bounds, target, target)
+    target = within_budget(inputs, bounds, target, target, {n: kept[n] for n in bounds.capped})
     weights = {}
     for cls in inputs.classes:
         capacity = fleet.capacities[cls.name]

@@ -733,7 +733,9 @@ def test_a_budget_for_either_fleet_but_not_both_does_not_flip_between_them() -> 
             },
             "h100": {"desired_replicas": asked["h100"], "ready_replicas": h100_ready},
         }
-        seen = observe(s, {"batch": 60000}, now=30 * i, tiers=tiers)
+        # Prometheus away for one pass: the pass holds what was asked, Pending asks too.
+        metrics = MetricsState.UNREACHABLE if i == 4 else MetricsState.AVAILABLE
+        seen = observe(s, {"batch": 60000}, now=30 * i, tiers=tiers, metrics=metrics)
         p = plan(s, seen, status)
         plans.append(p)
         status, h100_ready, asked = status_from(p, seen), asked["h100"], replicas(p)
