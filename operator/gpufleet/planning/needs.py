@@ -84,7 +84,7 @@ def queue_growth(inputs: Inputs, cls: str) -> float:
     share of the tokens the tier served, `demand.backlog_tokens`) that moves with the split
     of what it served, so a class's own backlog can shrink by what the guess moved to
     another class. A class drains at most its share (of their backlog over the two
-    readings) of what the classes linked to it by shared tiers drained together. Without
+    readings) of what the classes sent to the same tiers (`_sharing`) drained together. Without
     that, a flash crowd on H100s serving both classes read realtime's demand as zero the
     pass the guess moved 833k queued tokens to batch while the queue fell by a third, and
     the plan cut the H100s for batch's 4090s. Growth is the class's own: a burst shows
@@ -110,19 +110,17 @@ def queue_growth(inputs: Inputs, cls: str) -> float:
 
 
 def _sharing(inputs: Inputs, cls: str) -> frozenset[str]:
-    """The class and every class linked to it by tiers their live weights share."""
+    """The class and the classes its live weights send to exactly the same tiers: all of
+    their queue is split between them by the guess. A class that also has tiers of its own
+    drains there for real (nodes that leave take their queue with them), which a pooled
+    drain would hide: on the demo's nodes-leave phase, pooling batch (4090s and H100s) with
+    realtime (H100s) bought H100s for a 4090 queue that was gone, $7.18 -> $9.78/h."""
     sends = {
-        c.name: {t for t, w in inputs.previous_weights(c.name).items() if w > 0}
+        c.name: frozenset(t for t, w in inputs.previous_weights(c.name).items() if w > 0)
         for c in inputs.classes
     }
-    group, tiers = {cls}, set(sends.get(cls, ()))
-    grew = True
-    while grew:
-        more = {c for c, ts in sends.items() if c not in group and ts & tiers}
-        grew = bool(more)
-        group |= more
-        tiers |= {t for c in more for t in sends[c]}
-    return frozenset(group)
+    mine = sends.get(cls, frozenset())
+    return frozenset(c for c, ts in sends.items() if ts == mine and mine) | {cls}
 
 
 def forecasts(
