@@ -84,11 +84,11 @@ def queue_growth(inputs: Inputs, cls: str) -> float:
     share of the tokens the tier served, `demand.backlog_tokens`) that moves with the split
     of what it served, so a class's own backlog can shrink by what the guess moved to
     another class. A class drains at most its share (of their backlog over the two
-    readings) of what the classes sent to the same tiers (`_sharing`) drained together. Without
-    that, a flash crowd on H100s serving both classes read realtime's demand as zero the
-    pass the guess moved 833k queued tokens to batch while the queue fell by a third, and
-    the plan cut the H100s for batch's 4090s. Growth is the class's own: a burst shows
-    there first."""
+    readings) of what the classes sent to exactly its tiers (`_sharing`) drained together.
+    Without that, a flash crowd on H100s serving both classes read realtime's demand as
+    zero the pass the guess moved 833k queued tokens to batch while the queue fell by a
+    third, and the plan cut the H100s for batch's 4090s. Growth is the class's own: a burst
+    shows there first."""
     then = last_pass(inputs)
     before = {c.name: c.backlog_tokens or 0 for c in inputs.previous.classes}
     if cls not in before or then is None or then >= inputs.now:
@@ -113,8 +113,9 @@ def _sharing(inputs: Inputs, cls: str) -> frozenset[str]:
     """The class and the classes its live weights send to exactly the same tiers: all of
     their queue is split between them by the guess. A class that also has tiers of its own
     drains there for real (nodes that leave take their queue with them), which a pooled
-    drain would hide: on the demo's nodes-leave phase, pooling batch (4090s and H100s) with
-    realtime (H100s) bought H100s for a 4090 queue that was gone, $7.18 -> $9.78/h."""
+    drain would hide: in one run of the demo's nodes-leave phase, pooling batch (4090s and
+    H100s) with realtime (H100s) bought H100s for a 4090 queue that was gone ($7.18/h
+    without pooling, $9.78/h with it)."""
     sends = {
         c.name: frozenset(t for t, w in inputs.previous_weights(c.name).items() if w > 0)
         for c in inputs.classes
