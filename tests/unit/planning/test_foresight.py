@@ -399,6 +399,42 @@ def test_a_class_sharing_a_tier_drains_no_more_than_its_share_of_the_queue() -> 
     assert batch == pytest.approx(19_000 + (440_000 - 50_000) / 30)
 
 
+def test_a_class_with_a_tier_of_its_own_drains_its_own_queue() -> None:
+    """Batch on the 4090s and the H100s, realtime on the H100s alone: a 4090 queue that
+    nodes took with them when they left is batch's drain, all of it; pooled with realtime's
+    growing H100 queue it was hidden, and the plan bought H100s for requests that were gone."""
+    s = spec()
+    running = {"h100": 2, "rtx4090": 4}
+    split = {"realtime": {"h100": 100}, "batch": {"h100": 50, "rtx4090": 50}}
+    first = observe(s, {"realtime": 3_000, "batch": 18_000}, now=0, ready=running)
+    status = status_from(plan(s, first, previous(running, split)), first)
+    status = status.model_copy(
+        update={
+            "classes": [
+                c.model_copy(
+                    update={
+                        "backlog_tokens": {"realtime": 100_000, "batch": 600_000}[c.name],
+                        "weights": [
+                            w.model_copy(update={"weight": split[c.name].get(w.tier, 0)})
+                            for w in c.weights
+                        ],
+                    }
+                )
+                for c in status.classes
+            ]
+        }
+    )
+    queue = {"h100": {"requests_waiting": 200.0}, "rtx4090": {"requests_waiting": 10.0}}
+    seen = dataclasses.replace(
+        observe(s, {"realtime": 3_000, "batch": 18_000}, now=30, ready=running, tiers=queue),
+        class_backlog_tokens={"realtime": 300_000.0, "batch": 100_000.0},
+    )
+    inputs = Inputs(s, seen, status)
+    assert inputs.previous_weights("batch") == split["batch"]
+    assert needs.demand_tokens(inputs, "batch") == pytest.approx(18_000 - 500_000 / 30)
+    assert needs.demand_tokens(inputs, "realtime") == pytest.approx(3_000 + 200_000 / 30)
+
+
 def test_a_queue_grows_over_the_time_since_the_last_pass_not_the_last_decision() -> None:
     """A steady pool keeps its last decision for many passes; the queue in its status was
     read by the last pass (its forecast dates it), so what the queue grew by since is
