@@ -95,14 +95,13 @@ def queue_growth(inputs: Inputs, cls: str) -> float:
         return 0.0
     seconds = max((inputs.now - then).total_seconds(), float(inputs.spec.scaling.interval_seconds))
     now = inputs.observation.class_backlog_tokens
-    group = _sharing(inputs, cls)
-    tiers = {t for c in group for t, w in inputs.previous_weights(c).items() if w > 0}
-    read = bool(tiers) and all(inputs.seen(t).requests_waiting is not None for t in tiers)
     grown = now.get(cls, 0.0) - before[cls]
     if grown >= 0:
         return grown / seconds
-    if not read:
-        return 0.0
+    group = _sharing(inputs, cls)
+    tiers = {t for c in group for t, w in inputs.previous_weights(c).items() if w > 0}
+    if not tiers or any(inputs.seen(t).requests_waiting is None for t in tiers):
+        return 0.0  # a queue not read is no drain
     pooled = sum(now.get(c, 0.0) - before.get(c, 0) for c in group)
     total = sum(now.get(c, 0.0) + before.get(c, 0) for c in group)
     share = (now.get(cls, 0.0) + before[cls]) / total if total > 0 else 1.0

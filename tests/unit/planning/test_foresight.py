@@ -6,7 +6,8 @@ import dataclasses
 
 import pytest
 
-from gpufleet.api.status import DemandForecast
+from gpufleet.api.status import DemandForecast, InferencePoolStatus, TierWeight
+from gpufleet.api.types import InferencePoolSpec
 from gpufleet.planning import forecast, needs
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.inputs import Inputs
@@ -356,6 +357,29 @@ def test_a_draining_queue_is_not_demand() -> None:
     assert needs.demand_tokens(Inputs(s, grown, status), "batch") == pytest.approx(12_000.0)
 
 
+def _passed(
+    s: InferencePoolSpec,
+    demand: dict[str, float],
+    running: dict[str, int],
+    weights: dict[str, dict[str, int]],
+    backlog: dict[str, int],
+) -> InferencePoolStatus:
+    """The status a pass at t=0 on `demand` left, each class's live weights and queued
+    tokens then set as given."""
+    first = observe(s, demand, now=0, ready=running)
+    status = status_from(plan(s, first, previous(running, weights)), first)
+    classes = [
+        c.model_copy(
+            update={
+                "backlog_tokens": backlog[c.name],
+                "weights": [TierWeight(tier=t, weight=w) for t, w in weights[c.name].items()],
+            }
+        )
+        for c in status.classes
+    ]
+    return status.model_copy(update={"classes": classes})
+
+
 def test_a_class_sharing_a_tier_drains_no_more_than_its_share_of_the_queue() -> None:
     """Two classes on the same H100s: their queue is one, split between them by a guess
     that follows the split of what the tier served. When the guess moves most of it from
@@ -365,25 +389,8 @@ def test_a_class_sharing_a_tier_drains_no_more_than_its_share_of_the_queue() -> 
     s = spec()
     running = {"h100": 3, "rtx4090": 0}
     shared = {"realtime": {"h100": 100}, "batch": {"h100": 100}}
-    first = observe(s, {"realtime": 20_000, "batch": 1_000}, now=0, ready=running)
-    status = status_from(plan(s, first, previous(running, shared)), first)
-    status = status.model_copy(
-        update={
-            "classes": [
-                c.model_copy(
-                    update={
-                        "backlog_tokens": {"realtime": 1_200_000, "batch": 50_000}[c.name],
-                        "weights": [
-                            w.model_copy(update={"weight": 100})
-                            for w in c.weights
-                            if w.tier == "h100"
-                        ],
-                    }
-                )
-                for c in status.classes
-            ]
-        }
-    )
+    backlog = {"realtime": 1_200_000, "batch": 50_000}
+    status = _passed(s, {"realtime": 20_000, "batch": 1_000}, running, shared, backlog)
     queue = {"h100": {"requests_waiting": 700.0}, "rtx4090": {"requests_waiting": 0.0}}
     seen = dataclasses.replace(
         observe(s, {"realtime": 17_000, "batch": 19_000}, now=30, ready=running, tiers=queue),
@@ -406,24 +413,8 @@ def test_a_class_with_a_tier_of_its_own_drains_its_own_queue() -> None:
     s = spec()
     running = {"h100": 2, "rtx4090": 4}
     split = {"realtime": {"h100": 100}, "batch": {"h100": 50, "rtx4090": 50}}
-    first = observe(s, {"realtime": 3_000, "batch": 18_000}, now=0, ready=running)
-    status = status_from(plan(s, first, previous(running, split)), first)
-    status = status.model_copy(
-        update={
-            "classes": [
-                c.model_copy(
-                    update={
-                        "backlog_tokens": {"realtime": 100_000, "batch": 600_000}[c.name],
-                        "weights": [
-                            w.model_copy(update={"weight": split[c.name].get(w.tier, 0)})
-                            for w in c.weights
-                        ],
-                    }
-                )
-                for c in status.classes
-            ]
-        }
-    )
+    backlog = {"realtime": 100_000, "batch": 600_000}
+    status = _passed(s, {"realtime": 3_000, "batch": 18_000}, running, split, backlog)
     queue = {"h100": {"requests_waiting": 200.0}, "rtx4090": {"requests_waiting": 10.0}}
     seen = dataclasses.replace(
         observe(s, {"realtime": 3_000, "batch": 18_000}, now=30, ready=running, tiers=queue),
