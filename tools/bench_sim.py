@@ -954,7 +954,8 @@ load plus an interval is Ready at t=0). Sizes: {sizes}.
 
 Per trace and assignment: each class's ceiling (the share of its requests whose prompt,
 on an idle replica of the fastest tier, prefills within the objective: no policy can attain
-more), then per policy $/Mtok, SLO attainment per class, cold starts, fleet changes (the
+more; a prompt of the example's `--max-model-len` of 8,192 tokens or more, which vLLM
+refuses, about 0.5% of these lognormal ones, counts as missed), then per policy $/Mtok, SLO attainment per class, cold starts, fleet changes (the
 replicas its decisions added over the run, summed over tiers) and replica-hours per tier.
 
 {suite_markdown(cases)}

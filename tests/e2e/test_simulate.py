@@ -150,6 +150,37 @@ def test_a_pool_without_a_realtime_class_gets_traffic_in_every_class() -> None:
     ]
 
 
+def test_prompts_over_the_pools_context_are_refused_as_vllm_refuses_them(tmp_path: Path) -> None:
+    """A lognormal prompt length has no upper bound; vLLM refuses a prompt of its
+    --max-model-len or more. Those requests reach no replica, are named in the notes and
+    count as missed in the class's attainment and its ceiling, for every policy."""
+    body = pool()
+    body["spec"]["model"]["extraArgs"] = ["--max-model-len=2048"]
+    path = tmp_path / "short-context.yaml"
+    path.write_text(yaml.safe_dump(body))
+    common = ("--trace", "synthetic:constant", "--duration", "300", "--rate", "3", "--seed", "7")
+    args = (*common, "--prompt-tokens", "1000", "--policy", "gpufleet,oracle", "--output", "json")
+    done = _simulate("-f", str(path), *args)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["maxModelLen"] == 2048
+    refused = report["refused"]
+    # Lognormal prompts of mean 1,000 (sigma 1): about 10% are 2,048 tokens or more.
+    offered = report["requests"] + sum(refused.values())
+    assert 0.05 < sum(refused.values()) / offered < 0.15
+    assert any("--max-model-len (2048 tokens)" in note for note in report["notes"])
+    for name, ceiling in report["attainmentCeiling"].items():
+        requests = report["policies"]["oracle"]["classes"][name]["requests"]
+        assert report["policies"]["oracle"]["classes"][name]["refused"] == refused[name]
+        reached = requests / (requests + refused[name])
+        assert ceiling <= reached + 1e-9
+        for policy in report["policies"].values():
+            assert policy["classes"][name]["sloAttainment"] <= reached + 1e-9
+    # The example's own context (8,192) refuses none of these prompts' bulk.
+    wide = json.loads(_simulate("-f", str(BASE_EXAMPLE), *args).stdout)
+    assert sum(wide["refused"].values()) < sum(refused.values()) / 10
+
+
 def test_an_invalid_pool_names_the_field_and_exits_2(tmp_path: Path) -> None:
     body = pool()
     body["spec"]["tiers"][0]["minReplicas"] = 9

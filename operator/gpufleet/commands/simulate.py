@@ -224,13 +224,45 @@ def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
     trace = traces.cut(trace, speedup=args.speedup, duration_seconds=args.duration)
     if len(trace) == 0:
         raise UsageError(f"--trace {source}: no requests in the part replayed")
-    return traces.assign_classes(
+    trace = traces.assign_classes(
         trace,
         pool.spec,
         _fractions(args, pool.spec.traffic_classes),
         by=traces.AssignBy(args.assign),
         seed=args.seed,
     )
+    context = _context(pool)
+    served = traces.within_context(trace, context)
+    if len(served) == 0:
+        raise UsageError(
+            f"--trace {source}: every prompt is at least the pool's --max-model-len "
+            f"({context} tokens), which vLLM refuses; raise it in spec.model.extraArgs"
+        )
+    return served
+
+
+def _context(pool: Any) -> int | None:
+    """The context the pool's vLLM flags set (--max-model-len; None where they set none)."""
+    from gpufleet.desired.manifests import max_model_len_in, vllm_args
+
+    return max_model_len_in(vllm_args(pool, pool.spec.tiers[0]))
+
+
+def _refused_notes(pool: Any, trace: Any) -> list[str]:
+    """What the context took out of the trace (`traces.within_context`), per class."""
+    if not trace.refused:
+        return []
+    shares = []
+    for ci, name in enumerate(trace.classes):
+        refused = trace.refused.get(name, 0)
+        if refused:
+            offered = refused + int(np.sum(trace.class_index == ci))
+            shares.append(f"{name} {refused} ({refused / offered:.2%})")
+    return [
+        f"vLLM refuses the prompts of the pool's --max-model-len ({_context(pool)} tokens) "
+        f"or more: {', '.join(shares)} of the trace's requests, missed whatever the fleet "
+        "(they count against attainment and its ceiling, for every policy)"
+    ]
 
 
 def _with_trace_shapes(pool: Any, trace: Any) -> tuple[Any, list[str]]:
@@ -295,9 +327,10 @@ def run(args: argparse.Namespace) -> Outcome:
     _check_numbers(args)
     pool = load_pool(args.filename)
     trace = _load_trace(args, pool)
-    notes: list[str] = []
+    notes = _refused_notes(pool, trace)
     if args.class_shapes == "trace":
-        pool, notes = _with_trace_shapes(pool, trace)
+        pool, shaped = _with_trace_shapes(pool, trace)
+        notes += shaped
     try:
         models = models_of(pool)
     except ProfileNotFound as missing:
@@ -413,6 +446,8 @@ def _meta(
             "meanOutageMinutes": args.preemption_outage_minutes,
             "noticeSeconds": args.preemption_notice_seconds,
         },
+        "maxModelLen": _context(pool),
+        "refused": dict(trace.refused),
         "notes": notes,
         "wallSeconds": wall,
     }

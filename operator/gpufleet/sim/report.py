@@ -33,10 +33,11 @@ BAR_COST_OVER_ORACLE = 1.15
 
 @dataclass(frozen=True)
 class ClassSummary:
-    requests: int
+    requests: int  # those that reached the fleet
     ttft_p99_seconds: float  # inf when more than 1% got no first token
-    attainment: float
+    attainment: float  # of every request, the refused ones (`traces.within_context`) missed
     objective_seconds: float
+    refused: int = 0  # refused by vLLM before the fleet: prompt over the context
 
 
 @dataclass(frozen=True)
@@ -88,11 +89,14 @@ def summarize(result: RunResult, spec: InferencePoolSpec) -> Summary:
         mask = result.class_of == ci
         ttft = np.where(result.fate[mask] == Fate.CUT, np.inf, result.ttft[mask])
         n = int(mask.sum())
+        refused = result.refused.get(name, 0)
+        offered = n + refused
         classes[name] = ClassSummary(
             requests=n,
             ttft_p99_seconds=_p99(result.ttft[mask]) if n else math.nan,
-            attainment=float(np.mean(ttft <= seconds)) if n else math.nan,
+            attainment=float(np.sum(ttft <= seconds)) / offered if offered else math.nan,
             objective_seconds=seconds,
+            refused=refused,
         )
     return Summary(
         policy=result.policy,
@@ -204,6 +208,7 @@ def to_json(
                 "classes": {
                     name: {
                         "requests": c.requests,
+                        "refused": c.refused,
                         "ttftP99Seconds": _finite(c.ttft_p99_seconds),
                         "sloAttainment": c.attainment,
                         "objectiveSeconds": c.objective_seconds,
@@ -312,12 +317,15 @@ def attainment_bound(
     A request whose prompt alone, on an idle replica of the fastest tier, takes longer than
     its class's objective (the profile's zero-load TTFT for that prompt length) is a miss
     whatever the fleet: this is the ceiling on SLO attainment the trace and profiles allow.
+    So is a request vLLM refused for its prompt's length (`Trace.refused`).
     """
     bounds = {}
     for ci, name in enumerate(trace.classes):
         objective = next(c for c in spec.traffic_classes if c.name == name)
         prompts = trace.prompt_tokens[trace.class_index == ci].astype(np.float64)
         if len(prompts) == 0:
+            if trace.refused.get(name):
+                bounds[name] = 0.0
             continue
         fastest = np.min(
             [[m.ttft_base_seconds(float(p)) for p in np.unique(prompts)] for m in models.values()],
@@ -325,7 +333,7 @@ def attainment_bound(
         )
         by_prompt = dict(zip(np.unique(prompts).tolist(), fastest.tolist(), strict=True))
         within = [by_prompt[p] <= objective.objective_seconds for p in prompts.tolist()]
-        bounds[name] = float(np.mean(within))
+        bounds[name] = float(np.sum(within)) / (len(prompts) + trace.refused.get(name, 0))
     return bounds
 
 

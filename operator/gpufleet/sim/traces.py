@@ -9,6 +9,11 @@ Class assignment (the Azure trace has no classes):
   classes without a fraction share nothing, the pool's default class takes the rest;
 - by size: the same shares, but the shortest prompts go to the highest-priority class
   (interactive traffic tends to be short), the next shortest to the next, and so on.
+
+The context (`within_context`): what a vLLM server started with `--max-model-len` accepts of a
+trace. A lognormal prompt length has no upper bound, and a trace may hold prompts longer than
+the pool's context; vLLM refuses those before they reach the engine, so the simulator must not
+let a 30,000-token prefill hold an 8,192-token server's queue for seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from __future__ import annotations
 import csv
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -49,6 +54,9 @@ class Trace:
     classes: tuple[str, ...]
     start: datetime = datetime(2023, 11, 16, tzinfo=UTC)
     source: str = ""
+    # Per class, the requests taken out by `within_context` (refused: prompt over the
+    # context). They never reach a replica, and count against the class's attainment.
+    refused: Mapping[str, int] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.arrival_seconds)
@@ -118,6 +126,38 @@ def cut(trace: Trace, *, speedup: float = 1.0, duration_seconds: float | None = 
         classes=trace.classes,
         start=trace.start,
         source=trace.source,
+    )
+
+
+def within_context(trace: Trace, max_model_len: int | None) -> Trace:
+    """What a vLLM 0.33 server with a context of `max_model_len` tokens serves of `trace`
+    (None: the context is not known, everything as it is).
+
+    vLLM refuses a prompt of the context's length or more before it reaches the engine
+    (HTTP 400: at `max_model_len` tokens no room is left for one output token;
+    `renderers/params.py` and `get_max_tokens` in `entrypoints/serve/utils/api_utils.py`),
+    and caps a request's output at the context its prompt leaves. The refused requests are
+    taken out of the trace and counted per class (`Trace.refused`): no replica sees them,
+    and a class's attainment counts them as missed (`report.summarize`)."""
+    if max_model_len is None or len(trace) == 0:
+        return trace
+    refused = trace.prompt_tokens >= max_model_len
+    keep = ~refused
+    counts = dict(trace.refused)
+    for ci, name in enumerate(trace.classes):
+        n = int(np.sum(refused & (trace.class_index == ci)))
+        if n:
+            counts[name] = counts.get(name, 0) + n
+    prompts = trace.prompt_tokens[keep]
+    return Trace(
+        arrival_seconds=trace.arrival_seconds[keep],
+        prompt_tokens=prompts,
+        output_tokens=np.minimum(trace.output_tokens[keep], max_model_len - prompts),
+        class_index=trace.class_index[keep],
+        classes=trace.classes,
+        start=trace.start,
+        source=trace.source,
+        refused=counts,
     )
 
 

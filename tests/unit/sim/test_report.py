@@ -139,6 +139,35 @@ def test_the_attainment_ceiling_counts_prompts_too_long_for_the_objective() -> N
     assert attainment_bound(pool.spec, models, t) == {"realtime": 0.5, "batch": 1.0}
 
 
+def test_requests_refused_for_their_length_are_misses_and_lower_the_ceiling() -> None:
+    import dataclasses
+
+    from gpufleet.sim.engine import models_of
+    from gpufleet.sim.report import attainment_bound
+    from tests.unit.sim.factories import trace
+
+    ok = Fate.COMPLETED
+    result = _result("gpufleet", [0.05, 0.05, 1.0, 1.0], [ok, ok, ok, ok])
+    result = dataclasses.replace(result, refused={"batch": 2})
+    s = summarize(result, mixed_pool().spec)
+    assert s.classes["realtime"].attainment == 1.0
+    assert s.classes["batch"].attainment == pytest.approx(0.5)  # 2 in time of 4 offered
+    assert (s.classes["batch"].requests, s.classes["batch"].refused) == (2, 2)
+    assert to_json([s], {}, [])["policies"]["gpufleet"]["classes"]["batch"]["refused"] == 2
+    pool = mixed_pool()
+    t = dataclasses.replace(
+        trace([0.0, 1.0], prompt=[200, 200], classes=[0, 1]), refused={"batch": 3}
+    )
+    assert attainment_bound(pool.spec, models_of(pool), t) == {
+        "realtime": 1.0,
+        "batch": pytest.approx(0.25),
+    }
+    # A class whose every request was refused has a ceiling of nothing.
+    only_refused = dataclasses.replace(trace([0.0], classes=[0]), refused={"batch": 2})
+    ceiling = attainment_bound(pool.spec, models_of(pool), only_refused)
+    assert ceiling == {"realtime": 1.0, "batch": 0.0}
+
+
 def test_a_class_the_trace_sent_nothing_has_no_line_in_the_bar() -> None:
     import dataclasses
 

@@ -16,6 +16,7 @@ from gpufleet.sim.traces import (
     rate_curve,
     read_azure,
     synthetic,
+    within_context,
 )
 from tests.pools import SHARED_DATA
 from tests.unit.sim.factories import mixed_pool, trace
@@ -59,6 +60,27 @@ def test_speedup_compresses_time_and_duration_cuts() -> None:
     t = trace([0.0, 10.0, 20.0, 30.0])
     fast = cut(t, speedup=2.0, duration_seconds=12.0)
     assert fast.arrival_seconds.tolist() == [0.0, 5.0, 10.0]
+
+
+def test_vllm_refuses_a_prompt_of_the_context_or_more_and_caps_the_outputs() -> None:
+    # vLLM 0.33: a prompt of max_model_len tokens or more leaves no room for an output token
+    # and is refused with HTTP 400; a shorter one's output stops where the context ends.
+    t = trace(
+        [0.0, 1.0, 2.0, 3.0, 4.0],
+        prompt=[100, 8191, 8192, 9000, 30000],
+        output=[500, 500, 500, 500, 500],
+        classes=[0, 1, 1, 0, 1],
+    )
+    served = within_context(t, 8192)
+    assert served.prompt_tokens.tolist() == [100, 8191]
+    assert served.output_tokens.tolist() == [500, 1]
+    assert served.arrival_seconds.tolist() == [0.0, 1.0]
+    assert served.class_index.tolist() == [0, 1]
+    assert served.refused == {"realtime": 1, "batch": 2}
+    again = within_context(served, 4096)  # refusals add up; outputs already capped stay
+    assert again.prompt_tokens.tolist() == [100]
+    assert again.refused == {"realtime": 1, "batch": 3}
+    assert within_context(t, None) is t  # no --max-model-len: the context is not known
 
 
 def test_fractions_are_drawn_per_request_and_seeded() -> None:
