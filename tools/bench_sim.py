@@ -160,6 +160,7 @@ class Case:
     # Per tier, gpufleet's replica-hours over the oracle's during bursts, in the
     # `held_after_burst_seconds` after them, and elsewhere (empty: no burst, or no oracle).
     excess_by_phase: Mapping[str, tuple[float, float, float]] = field(default_factory=dict)
+    headroom_percent: int = 0  # the pool's scaling.headroomPercent: gpufleet plans above demand
 
     @property
     def label(self) -> str:
@@ -207,6 +208,7 @@ def case_of(trace: str, assign: str, outcome: Outcome, wall: float) -> Case:
         in_burst=misses_within(outcome, burst),
         oracle_fleet=fleet_counts(outcome, "oracle"),
         excess_by_phase=excess_by_phase(outcome),
+        headroom_percent=int(outcome.spec.scaling.headroom_percent),
     )
 
 
@@ -371,7 +373,9 @@ def targets(case: Case) -> list[Target]:
     out: list[Target] = []
     if oracle is not None:
         out += [_attainment(case, ours, oracle, name) for name in ours.classes]
-        out.append(_cost(ours, oracle, case.oracle_fleet, case.excess_by_phase))
+        out.append(
+            _cost(ours, oracle, case.oracle_fleet, case.excess_by_phase, case.headroom_percent)
+        )
     if static is not None:
         out.append(_against_static(case, ours, static, oracle))
     if oracle is not None:
@@ -465,6 +469,7 @@ def _cost(
     oracle: Summary,
     fleet: Mapping[str, Mapping[int, int]],
     phases: Mapping[str, tuple[float, float, float]] | None = None,
+    headroom_percent: int = 0,
 ) -> Target:
     ratio = ours.ratio_to(oracle)
     passed = ratio <= COST_OVER_ORACLE + EPSILON
@@ -496,6 +501,12 @@ def _cost(
                     "after it began, most often after it) and the scale-down delay holds it; "
                     "once bursts recur the reserve holds their peak between them"
                 )
+        if headroom_percent > 0 and over:
+            reason += (
+                f"; the pool's headroomPercent ({headroom_percent}) sizes gpufleet's fleet for "
+                f"{1 + headroom_percent / 100:g}x the demand it expects, where the oracle "
+                "sizes for the interval's demand and adds only what its replay misses"
+            )
         spread = [_spread(t, fleet[t]) for t in over if len(fleet.get(t, {})) > 1]
         if spread:
             reason += (
@@ -955,8 +966,9 @@ load plus an interval is Ready at t=0). Sizes: {sizes}.
 Per trace and assignment: each class's ceiling (the share of its requests whose prompt,
 on an idle replica of the fastest tier, prefills within the objective: no policy can attain
 more; a prompt of the example's `--max-model-len` of 8,192 tokens or more, which vLLM
-refuses, about 0.5% of these lognormal ones, counts as missed), then per policy $/Mtok, SLO attainment per class, cold starts, fleet changes (the
-replicas its decisions added over the run, summed over tiers) and replica-hours per tier.
+refuses, about 0.5% of these lognormal ones, counts as missed), then per policy $/Mtok, SLO
+attainment per class, cold starts, fleet changes (the replicas its decisions added over the
+run, summed over tiers) and replica-hours per tier.
 
 {suite_markdown(cases)}
 

@@ -114,6 +114,10 @@ def test_cost_misses_above_1_15x_the_oracle_with_the_extra_replica_hours() -> No
     assert miss.detail.startswith("1.20x the oracle's")
     assert "rtx4090 +1.50 h" in miss.reason and "h100" not in miss.reason
     assert "attains more than the oracle on batch +0.90 points" in miss.reason
+    assert "headroomPercent" not in miss.reason  # a pool without headroom: nothing to say
+    roomy = Case("bursts", "size", [over, ORACLE], {}, headroom_percent=20)
+    [reason] = [t.reason for t in targets(roomy) if t.key == "b"]
+    assert "the pool's headroomPercent (20) sizes gpufleet's fleet for 1.2x the demand" in reason
 
 
 def test_a_cost_miss_shows_how_the_oracle_s_fleet_moved_on_the_tiers_it_ran_less_of() -> None:
