@@ -149,13 +149,13 @@ def bar(summaries: Sequence[Summary]) -> list[Criterion]:
             f"{c.attainment:.2%} within {c.objective_seconds * 1000:.0f} ms",
         )
         for name, c in ours.classes.items()
-        if c.requests  # a class the trace sends nothing has no attainment to hold
+        if c.requests or c.refused  # a class the trace sends nothing has none to hold
     ]
     oracle = by_name.get("oracle")
     if oracle is not None:
         ratio = ours.ratio_to(oracle)
         attains = ", ".join(
-            f"{n} {c.attainment:.2%}" for n, c in oracle.classes.items() if c.requests
+            f"{n} {c.attainment:.2%}" for n, c in oracle.classes.items() if c.requests or c.refused
         )
         short = [
             n

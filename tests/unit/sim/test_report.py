@@ -154,6 +154,13 @@ def test_requests_refused_for_their_length_are_misses_and_lower_the_ceiling() ->
     assert s.classes["batch"].attainment == pytest.approx(0.5)  # 2 in time of 4 offered
     assert (s.classes["batch"].requests, s.classes["batch"].refused) == (2, 2)
     assert to_json([s], {}, [])["policies"]["gpufleet"]["classes"]["batch"]["refused"] == 2
+    # A class whose every request was refused still has an objective it missed.
+    none_served = _result("gpufleet", [0.05, 0.05], [ok, ok])
+    none_served = dataclasses.replace(none_served, class_of=np.array([0, 0]), refused={"batch": 3})
+    alone = summarize(none_served, mixed_pool().spec)
+    assert alone.classes["batch"].attainment == 0.0
+    [line] = [c for c in bar([alone]) if "of batch" in c.name]
+    assert not line.passed and line.detail.startswith("0.00% within")
     pool = mixed_pool()
     t = dataclasses.replace(
         trace([0.0, 1.0], prompt=[200, 200], classes=[0, 1]), refused={"batch": 3}
