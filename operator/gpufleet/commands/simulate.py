@@ -248,23 +248,6 @@ def _context(pool: Any) -> int | None:
     return max_model_len_in(vllm_args(pool, pool.spec.tiers[0]))
 
 
-def _refused_notes(pool: Any, trace: Any) -> list[str]:
-    """What the context took out of the trace (`traces.within_context`), per class."""
-    if not trace.refused:
-        return []
-    shares = []
-    for ci, name in enumerate(trace.classes):
-        refused = trace.refused.get(name, 0)
-        if refused:
-            offered = refused + int(np.sum(trace.class_index == ci))
-            shares.append(f"{name} {refused} ({refused / offered:.2%})")
-    return [
-        f"vLLM refuses the prompts of the pool's --max-model-len ({_context(pool)} tokens) "
-        f"or more: {', '.join(shares)} of the trace's requests, missed whatever the fleet "
-        "(they count against attainment and its ceiling, for every policy)"
-    ]
-
-
 def _with_trace_shapes(pool: Any, trace: Any) -> tuple[Any, list[str]]:
     """The pool with each class's mean lengths set from the trace; notes of what changed."""
     classes = []
@@ -318,7 +301,7 @@ class Outcome:
 def run(args: argparse.Namespace) -> Outcome:
     """Parse, simulate every policy asked for and summarize; UsageError/InvalidPool on bad input."""
     from gpufleet.planning.profiles import ProfileNotFound
-    from gpufleet.sim import report
+    from gpufleet.sim import report, traces
     from gpufleet.sim.engine import Balance, SimConfig, models_of
     from gpufleet.sim.fleet import Preemption
     from gpufleet.sim.policies import POLICY_NAMES, applicable, make_policies
@@ -327,7 +310,7 @@ def run(args: argparse.Namespace) -> Outcome:
     _check_numbers(args)
     pool = load_pool(args.filename)
     trace = _load_trace(args, pool)
-    notes = _refused_notes(pool, trace)
+    notes = traces.refused_notes(trace, _context(pool))
     if args.class_shapes == "trace":
         pool, shaped = _with_trace_shapes(pool, trace)
         notes += shaped
@@ -363,7 +346,7 @@ def run(args: argparse.Namespace) -> Outcome:
         queue_check_seconds=args.queue_check,
     )
     results = _simulate_all(policies, pool, trace, config, models, progress=not args.no_progress)
-    summaries = [report.summarize(r, pool.spec) for r in results]
+    summaries = [report.summarize(r, pool.spec, trace.refused) for r in results]
     criteria = report.bar(summaries)
     meta = _meta(args, pool, trace, notes, time.perf_counter() - started)
     meta["attainmentCeiling"] = report.attainment_bound(pool.spec, models, trace)

@@ -129,7 +129,6 @@ class RunResult:
     decisions: int
     early_passes: int = 0  # passes the queue watch woke (`sim.early`)
     arrival_seconds: NDArray[np.float64] = field(default_factory=lambda: np.zeros(0))
-    refused: dict[str, int] = field(default_factory=dict)  # per class: before the fleet
 
 
 def models_of(pool: InferencePool) -> dict[str, ReplicaModel]:
@@ -432,7 +431,6 @@ def simulate(
         decisions=decisions,
         early_passes=watch.count if watch is not None else 0,
         arrival_seconds=trace.arrival_seconds,
-        refused=dict(trace.refused),
     )
 
 

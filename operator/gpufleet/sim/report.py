@@ -68,7 +68,11 @@ class Summary:
         return self.cost_per_million_tokens / other.cost_per_million_tokens
 
 
-def summarize(result: RunResult, spec: InferencePoolSpec) -> Summary:
+def summarize(
+    result: RunResult, spec: InferencePoolSpec, refused: Mapping[str, int] | None = None
+) -> Summary:
+    """One run's numbers; `refused`: per class, the requests vLLM refused before the fleet
+    (`Trace.refused`), missed."""
     hours = {t: totals.replica_seconds / 3600.0 for t, totals in result.tiers.items()}
     cost = sum(hours[t] * result.price_per_replica_hour[t] for t in hours)
     completed = result.fate == Fate.COMPLETED
@@ -89,14 +93,14 @@ def summarize(result: RunResult, spec: InferencePoolSpec) -> Summary:
         mask = result.class_of == ci
         ttft = np.where(result.fate[mask] == Fate.CUT, np.inf, result.ttft[mask])
         n = int(mask.sum())
-        refused = result.refused.get(name, 0)
-        offered = n + refused
+        turned_away = (refused or {}).get(name, 0)
+        offered = n + turned_away
         classes[name] = ClassSummary(
             requests=n,
             ttft_p99_seconds=_p99(result.ttft[mask]) if n else math.nan,
             attainment=float(np.sum(ttft <= seconds)) / offered if offered else math.nan,
             objective_seconds=seconds,
-            refused=refused,
+            refused=turned_away,
         )
     return Summary(
         policy=result.policy,

@@ -161,6 +161,23 @@ def within_context(trace: Trace, max_model_len: int | None) -> Trace:
     )
 
 
+def refused_notes(trace: Trace, max_model_len: int | None) -> list[str]:
+    """What `within_context` took out of the trace, per class (none: nothing)."""
+    shares = []
+    for ci, name in enumerate(trace.classes):
+        refused = trace.refused.get(name, 0)
+        if refused:
+            offered = refused + int(np.sum(trace.class_index == ci))
+            shares.append(f"{name} {refused} ({refused / offered:.2%})")
+    if not shares:
+        return []
+    return [
+        f"vLLM refuses the prompts of the pool's --max-model-len ({max_model_len} tokens) "
+        f"or more: {', '.join(shares)} of the trace's requests, missed whatever the fleet "
+        "(they count against attainment and its ceiling, for every policy)"
+    ]
+
+
 class AssignBy(StrEnum):
     FRACTION = "fraction"
     SIZE = "size"

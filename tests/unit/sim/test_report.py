@@ -148,16 +148,15 @@ def test_requests_refused_for_their_length_are_misses_and_lower_the_ceiling() ->
 
     ok = Fate.COMPLETED
     result = _result("gpufleet", [0.05, 0.05, 1.0, 1.0], [ok, ok, ok, ok])
-    result = dataclasses.replace(result, refused={"batch": 2})
-    s = summarize(result, mixed_pool().spec)
+    s = summarize(result, mixed_pool().spec, {"batch": 2})
     assert s.classes["realtime"].attainment == 1.0
     assert s.classes["batch"].attainment == pytest.approx(0.5)  # 2 in time of 4 offered
     assert (s.classes["batch"].requests, s.classes["batch"].refused) == (2, 2)
     assert to_json([s], {}, [])["policies"]["gpufleet"]["classes"]["batch"]["refused"] == 2
     # A class whose every request was refused still has an objective it missed.
     none_served = _result("gpufleet", [0.05, 0.05], [ok, ok])
-    none_served = dataclasses.replace(none_served, class_of=np.array([0, 0]), refused={"batch": 3})
-    alone = summarize(none_served, mixed_pool().spec)
+    none_served = dataclasses.replace(none_served, class_of=np.array([0, 0]))
+    alone = summarize(none_served, mixed_pool().spec, {"batch": 3})
     assert alone.classes["batch"].attainment == 0.0
     [line] = [c for c in bar([alone]) if "of batch" in c.name]
     assert not line.passed and line.detail.startswith("0.00% within")

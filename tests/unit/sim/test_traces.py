@@ -15,6 +15,7 @@ from gpufleet.sim.traces import (
     cut,
     rate_curve,
     read_azure,
+    refused_notes,
     synthetic,
     within_context,
 )
@@ -81,6 +82,10 @@ def test_vllm_refuses_a_prompt_of_the_context_or_more_and_caps_the_outputs() -> 
     assert again.prompt_tokens.tolist() == [100]
     assert again.refused == {"realtime": 1, "batch": 3}
     assert within_context(t, None) is t  # no --max-model-len: the context is not known
+    [note] = refused_notes(served, 8192)
+    assert "--max-model-len (8192 tokens)" in note
+    assert "realtime 1 (50.00%), batch 2 (66.67%)" in note
+    assert refused_notes(t, 8192) == []
 
 
 def test_fractions_are_drawn_per_request_and_seeded() -> None:
