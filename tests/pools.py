@@ -101,6 +101,8 @@ ACCEPTED: dict[str, dict[str, Any]] = {
         }
     },
     "wildcard-hostname": {"spec.routing.hostnames": ["*.example.com", "llm.example.com"]},
+    # The example's classes (200 + 200 tokens) exactly fill a 400-token context.
+    "class-lengths-filling-the-context": {"spec.model.extraArgs": ["--max-model-len=400"]},
     "env-name-with-dot-dash": {"spec.model.env[0].name": "my.var-1_X"},
     "request-equal-limit": {
         "spec.tiers[0].resources": {"requests": {"cpu": "4"}, "limits": {"cpu": "4000m"}}

@@ -25,6 +25,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.config import JsonDict
 
 from gpufleet.api.constants import DEFAULT_IMAGE
+from gpufleet.api.flags import max_model_len_in
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.perf.models import tensor_parallel_runs
 
@@ -892,6 +893,23 @@ _TP_CEL = (
     "t.gpusPerReplica % self.model.architecture.numKeyValueHeads == 0 : "
     "self.model.architecture.numKeyValueHeads % t.gpusPerReplica == 0)"
 )
+# A context the spec sets as one plain `--max-model-len=N`: the apiserver holds the classes'
+# lengths within it (the operator reads every form vLLM takes: `api.flags`).
+_CONTEXT_ARG = "^--max[-_]model[-_]len=[0-9]{1,9}$"
+_CONTEXT_CEL = (
+    "!has(self.model.extraArgs) || "
+    "size(self.model.extraArgs.filter(a, a.matches('^--max[-_]model[-_]len'))) != 1 || "
+    f"!self.model.extraArgs.exists(a, a.matches('{_CONTEXT_ARG}')) || "
+    "self.trafficClasses.all(c, "
+    "(has(c.meanPromptTokens) ? c.meanPromptTokens : 200) + "
+    "(has(c.meanOutputTokens) ? c.meanOutputTokens : 200) <= "
+    f"int(self.model.extraArgs.filter(a, a.matches('{_CONTEXT_ARG}'))[0].split('=')[1]))"
+)
+CONTEXT_MESSAGE = (
+    "every traffic class's meanPromptTokens + meanOutputTokens must fit the model's "
+    "--max-model-len: vLLM refuses a prompt of the context or more and stops an output "
+    "where the context ends; lower them, or raise --max-model-len in spec.model.extraArgs"
+)
 TP_MESSAGE = (
     "every tier's gpusPerReplica must divide model.architecture.numAttentionHeads and split "
     "its numKeyValueHeads evenly: vLLM refuses another --tensor-parallel-size"
@@ -928,6 +946,7 @@ class InferencePoolSpec(Model):
             TP_MESSAGE,
             ".tiers",
         ),
+        (_CONTEXT_CEL, CONTEXT_MESSAGE, ".trafficClasses"),
     )
 
     model: ModelSpec = Field(description="The model every tier serves.")
@@ -974,6 +993,14 @@ class InferencePoolSpec(Model):
                 "trafficClasses must have exactly one default class (one without match), "
                 f"found {len(defaults)}"
             )
+        context = max_model_len_in(self.model.extra_args)
+        for i, c in enumerate(self.traffic_classes):
+            if context is not None and c.mean_prompt_tokens + c.mean_output_tokens > context:
+                total = c.mean_prompt_tokens + c.mean_output_tokens
+                raise ValueError(
+                    f"trafficClasses[{i}]: {CONTEXT_MESSAGE} (it is {context}; "
+                    f"{c.name}'s lengths add up to {total})"
+                )
         shape = self.model.architecture
         if shape is not None:
             heads, kv = shape.num_attention_heads, shape.num_key_value_heads

@@ -243,7 +243,8 @@ def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
 
 def _context(pool: Any) -> int | None:
     """The context the pool's vLLM flags set (--max-model-len; None where they set none)."""
-    from gpufleet.desired.manifests import max_model_len_in, vllm_args
+    from gpufleet.api.flags import max_model_len_in
+    from gpufleet.desired.manifests import vllm_args
 
     return max_model_len_in(vllm_args(pool, pool.spec.tiers[0]))
 

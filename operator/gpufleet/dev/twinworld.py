@@ -8,9 +8,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gpufleet.api.constants import GROUP, LABEL_POOL, LABEL_TIER, PLURAL, VERSION
+from gpufleet.api.flags import max_model_len_in
 from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
-from gpufleet.desired.manifests import max_model_len_in, route_weights, ttft_buckets_in
+from gpufleet.desired.manifests import route_weights, ttft_buckets_in
 from gpufleet.dev.twinmetrics import Histogram, PodMetrics
 from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
 from gpufleet.sim.metrics import MAX_MODEL_LEN, TTFT_BUCKETS, request_tokens_buckets

@@ -36,7 +36,7 @@ from numpy.typing import NDArray
 
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.drain import drain_seconds
-from gpufleet.desired.manifests import max_model_len_in, ttft_buckets_in, vllm_args
+from gpufleet.desired.manifests import ttft_buckets_in, vllm_args
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.records import MetricsState, Observation, PodStart, TierObservation
 from gpufleet.sim.early import EARLY_PASS_DELAY_SECONDS, EarlyPasses, watch_window_seconds
@@ -50,7 +50,6 @@ from gpufleet.sim.fleet import (
     slot_events,
 )
 from gpufleet.sim.metrics import (
-    MAX_MODEL_LEN,
     TTFT_BUCKETS,
     Interval,
     Recorder,
@@ -58,7 +57,7 @@ from gpufleet.sim.metrics import (
     exact_quantile,
     fraction_above,
     histogram_quantile,
-    request_tokens_buckets,
+    prompt_buckets_of,
     share_at_most,
     window_seconds,
 )
@@ -198,7 +197,7 @@ class _Run:
         # to the context it sets.
         args = vllm_args(pool, spec.tiers[0])
         self.ttft_bounds = tuple(ttft_buckets_in(args) or TTFT_BUCKETS)
-        self.prompt_bounds = request_tokens_buckets(max_model_len_in(args) or MAX_MODEL_LEN)
+        self.prompt_bounds = prompt_buckets_of(args)
         self.exact = config.exact_quantiles
         # Per fleet, (time, busy replica-seconds so far) at each pass: a window's busy share.
         self.busy_marks: list[list[tuple[float, float]]] = [[(0.0, 0.0)] for _ in self.fleets]

@@ -29,6 +29,7 @@ from typing import TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from gpufleet.api.flags import max_model_len_in
 from gpufleet.planning.observed import metrics_window_seconds
 from gpufleet.sim.traces import Trace
 
@@ -64,6 +65,11 @@ def request_tokens_buckets(max_model_len: int) -> tuple[float, ...]:
                 return tuple(bounds)
             bounds.append(float(value))
         exponent += 1
+
+
+def prompt_buckets_of(args: Sequence[str]) -> tuple[float, ...]:
+    """The prompt-length bounds a pod started with these vLLM flags exports."""
+    return request_tokens_buckets(max_model_len_in(args) or MAX_MODEL_LEN)
 
 
 PROMPT_TOKEN_BUCKETS: tuple[float, ...] = request_tokens_buckets(MAX_MODEL_LEN)

@@ -48,3 +48,21 @@ def test_unreadable_status_does_not_fail_the_parse() -> None:
 @pytest.mark.parametrize("changes", ACCEPTED.values(), ids=list(ACCEPTED))
 def test_near_misses_are_accepted(changes: dict[str, object]) -> None:
     parse_pool(InvalidCase("ok", "", changes, []).apply(load_example()))
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--max-model-len", "300"],  # the apiserver's rule reads only the one `=N` form
+        ["--max-model-len=4k", "--max_model_len=0.3k"],  # vLLM's: the last one, 300 tokens
+    ],
+)
+def test_class_lengths_over_any_form_of_the_context_are_refused_by_the_operator(
+    args: list[str],
+) -> None:
+    body = load_example()
+    body["spec"]["model"]["extraArgs"] = args
+    with pytest.raises(InvalidPool) as refused:
+        parse_pool(body)
+    assert "trafficClasses[0]: every traffic class's meanPromptTokens" in str(refused.value)
+    assert "(it is 300; realtime's lengths add up to 400)" in str(refused.value)

@@ -10,10 +10,10 @@ import pytest
 from kubernetes import client
 from prometheus_client.parser import text_string_to_metric_families
 
+from gpufleet.api.flags import max_model_len_in
 from gpufleet.api.parse import parse_pool
 from gpufleet.desired.manifests import (
     BUCKETS_FLAG,
-    max_model_len_in,
     ttft_buckets,
     ttft_buckets_in,
     vllm_args,
