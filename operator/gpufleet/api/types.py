@@ -896,13 +896,15 @@ _TP_CEL = (
 # A context the spec sets as one plain `--max-model-len=N`: the apiserver holds the classes'
 # lengths within it (the operator reads every form vLLM takes: `api.flags`).
 _CONTEXT_ARG = "^--max[-_]model[-_]len=[0-9]{1,9}$"
+_DEFAULT_PROMPT = TrafficClass.model_fields["mean_prompt_tokens"].default
+_DEFAULT_OUTPUT = TrafficClass.model_fields["mean_output_tokens"].default
 _CONTEXT_CEL = (
     "!has(self.model.extraArgs) || "
     "size(self.model.extraArgs.filter(a, a.matches('^--max[-_]model[-_]len'))) != 1 || "
     f"!self.model.extraArgs.exists(a, a.matches('{_CONTEXT_ARG}')) || "
     "self.trafficClasses.all(c, "
-    "(has(c.meanPromptTokens) ? c.meanPromptTokens : 200) + "
-    "(has(c.meanOutputTokens) ? c.meanOutputTokens : 200) <= "
+    f"(has(c.meanPromptTokens) ? c.meanPromptTokens : {_DEFAULT_PROMPT}) + "
+    f"(has(c.meanOutputTokens) ? c.meanOutputTokens : {_DEFAULT_OUTPUT}) <= "
     f"int(self.model.extraArgs.filter(a, a.matches('{_CONTEXT_ARG}'))[0].split('=')[1]))"
 )
 CONTEXT_MESSAGE = (
@@ -995,8 +997,8 @@ class InferencePoolSpec(Model):
             )
         context = max_model_len_in(self.model.extra_args)
         for i, c in enumerate(self.traffic_classes):
-            if context is not None and c.mean_prompt_tokens + c.mean_output_tokens > context:
-                total = c.mean_prompt_tokens + c.mean_output_tokens
+            total = c.mean_prompt_tokens + c.mean_output_tokens
+            if context is not None and total > context:
                 raise ValueError(
                     f"trafficClasses[{i}]: {CONTEXT_MESSAGE} (it is {context}; "
                     f"{c.name}'s lengths add up to {total})"

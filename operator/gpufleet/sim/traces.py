@@ -134,9 +134,10 @@ def within_context(trace: Trace, max_model_len: int | None) -> Trace:
     (None: the context is not known, everything as it is).
 
     vLLM refuses a prompt of the context's length or more before it reaches the engine
-    (HTTP 400: at `max_model_len` tokens no room is left for one output token;
-    `renderers/params.py` and `get_max_tokens` in `entrypoints/serve/utils/api_utils.py`),
-    and caps a request's output at the context its prompt leaves. The refused requests are
+    (HTTP 400): a longer one in `renderers/params.py`, and one of exactly `max_model_len`
+    tokens because `get_max_tokens` (`entrypoints/serve/utils/api_utils.py`) leaves it an
+    output budget of 0, which `sampling_params.py` refuses. It caps a request's output at
+    the context its prompt leaves. The refused requests are
     taken out of the trace and counted per class (`Trace.refused`): no replica sees them,
     and a class's attainment counts them as missed (`report.summarize`)."""
     if max_model_len is None or len(trace) == 0:
