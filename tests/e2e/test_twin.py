@@ -136,6 +136,33 @@ def test_requests_follow_the_route_and_pods_export_vllm_metrics(twin: FleetTwin)
     assert 0.8 * 4000 * 60 < tokens["batch"] < 1.2 * 4000 * 60
 
 
+def test_a_pod_refuses_a_prompt_of_its_context_and_stops_outputs_where_it_ends(
+    twin: FleetTwin,
+) -> None:
+    """As vLLM with --max-model-len=1000: realtime's 1,000-token prompts are refused
+    (HTTP 400, no first token), batch's 900-token prompts get 100 output tokens, not 300."""
+    twin.observe(world([replace(p, max_model_len=1000) for p in FLEET], NODES))
+    loads = {
+        "realtime": ClassLoad(2000, prompt_tokens=1000, output_tokens=100),
+        "batch": ClassLoad(4000, prompt_tokens=900, output_tokens=300),
+    }
+    twin.set_load(NS, NAME, PoissonLoad(loads, seed=2))
+    t0 = time.monotonic()
+    end = run(twin, t0, 30)
+    refused = twin.window(NS, NAME, "realtime", t0, end)
+    assert refused.requests > 20 and refused.failed == refused.requests
+    assert twin.answered(NS, NAME).get("400") == twin.routed(NS, NAME)["realtime"]["h100"]
+    served = twin.window(NS, NAME, "batch", t0, end)
+    assert served.requests > 20 and served.failed == 0
+    generated = 0.0
+    for name in ("r-0", "r-1"):
+        text = twin.pod_metrics(NS, name)
+        assert text is not None
+        families = {f.name: f for f in text_string_to_metric_families(text)}
+        generated += families["vllm:generation_tokens"].samples[0].value
+    assert 0 < generated <= 100 * twin.routed(NS, NAME)["batch"]["rtx4090"]
+
+
 def test_a_pod_on_a_vanished_node_stops_serving_at_once(twin: FleetTwin) -> None:
     twin.observe(world(FLEET, NODES))
     twin.set_load(NS, NAME, PoissonLoad({"batch": ClassLoad(12000)}, seed=2))

@@ -412,8 +412,8 @@ class FleetTwin:
             for r in ready:
                 r.engine.advance(at)
             chosen = min(ready, key=lambda r: (r.engine.outstanding, r.info.name))
-            self._ledger.send(request, chosen, tier)
-            chosen.engine.enqueue(request, at + chosen.params.overhead)
+            if self._ledger.send(request, chosen, tier, at, chosen.info.max_model_len):
+                chosen.engine.enqueue(request, at + chosen.params.overhead)
             return
         self._ledger.fail(request, at, "503")
 

@@ -104,10 +104,22 @@ class Ledger:
         gateway.tokens += arrival.prompt_tokens + arrival.output_tokens
         return request
 
-    def send(self, request: int, replica: Serving, tier: str) -> None:
-        """The gateway passed the request to a replica of `tier`."""
+    def send(
+        self, request: int, replica: Serving, tier: str, at: float, context: int | None = None
+    ) -> bool:
+        """The gateway passed the request to a replica of `tier`, whose vLLM has a context of
+        `context` tokens (None: unknown); whether it took it. As vLLM, it refuses a prompt of
+        its context or more (HTTP 400) and stops an output where the context ends."""
+        prompt = self.prompt[request]
+        if context is not None and prompt >= context:
+            self.count(request, tier, "400")
+            self.outcome(request, at, math.inf)
+            return False
+        if context is not None:
+            self.output[request] = min(self.output[request], context - prompt)
         self.pod_of[request] = replica
         self.count(request, tier, "200")
+        return True
 
     def fail(self, request: int, at: float, code: str) -> None:
         """The gateway answered with an error: no first token, ever."""
