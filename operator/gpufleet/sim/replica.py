@@ -23,7 +23,8 @@ P99 grows with load is this simulation's own, checked against the io.net runs in
 `tests/unit/sim/test_replica_vs_ionet.py`.
 
 Not modelled: KV-cache capacity (the batch is capped at `max_running` sequences only),
-preemption of sequences by the engine, speculative decoding, prefix caching.
+preemption of sequences by the engine, speculative decoding, prefix caching. What the
+server's context refuses never gets here (`traces.within_context`, the twin's gateway).
 
 Event-skipping keeps it fast: between arrivals and completions every decode step is the
 same, so runs of them are advanced in one stroke; per request there are O(1) steps to
