@@ -176,7 +176,7 @@ def test_prompts_over_the_pools_context_are_refused_as_vllm_refuses_them(tmp_pat
         assert ceiling <= reached + 1e-9
         for policy in report["policies"].values():
             assert policy["classes"][name]["sloAttainment"] <= reached + 1e-9
-    # The example's own context (8,192) refuses none of these prompts' bulk.
+    # The example's own context (8,192 tokens) refuses under a tenth as many of them.
     wide = json.loads(_simulate("-f", str(BASE_EXAMPLE), *args).stdout)
     assert sum(wide["refused"].values()) < sum(refused.values()) / 10
 
