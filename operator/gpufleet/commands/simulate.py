@@ -198,7 +198,7 @@ def _fractions(args: argparse.Namespace, classes: Sequence[Any]) -> dict[str, fl
     return fractions
 
 
-def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
+def _load_trace(args: argparse.Namespace, pool: Any, context: int | None) -> Any:
     from gpufleet.sim import traces
 
     source: str = args.trace
@@ -231,7 +231,6 @@ def _load_trace(args: argparse.Namespace, pool: Any) -> Any:
         by=traces.AssignBy(args.assign),
         seed=args.seed,
     )
-    context = _context(pool)
     served = traces.within_context(trace, context)
     if len(served) == 0:
         raise UsageError(
@@ -310,8 +309,9 @@ def run(args: argparse.Namespace) -> Outcome:
     started = time.perf_counter()
     _check_numbers(args)
     pool = load_pool(args.filename)
-    trace = _load_trace(args, pool)
-    notes = traces.refused_notes(trace, _context(pool))
+    context = _context(pool)
+    trace = _load_trace(args, pool, context)
+    notes = traces.refused_notes(trace, context)
     if args.class_shapes == "trace":
         pool, shaped = _with_trace_shapes(pool, trace)
         notes += shaped
@@ -350,6 +350,7 @@ def run(args: argparse.Namespace) -> Outcome:
     summaries = [report.summarize(r, pool.spec, trace.refused) for r in results]
     criteria = report.bar(summaries)
     meta = _meta(args, pool, trace, notes, time.perf_counter() - started)
+    meta["maxModelLen"] = context
     meta["attainmentCeiling"] = report.attainment_bound(pool.spec, models, trace)
     meta["queueCheckSeconds"] = config.queue_check_period
     return Outcome(results, summaries, criteria, meta, pool.spec)
@@ -430,7 +431,6 @@ def _meta(
             "meanOutageMinutes": args.preemption_outage_minutes,
             "noticeSeconds": args.preemption_notice_seconds,
         },
-        "maxModelLen": _context(pool),
         "refused": dict(trace.refused),
         "notes": notes,
         "wallSeconds": wall,
