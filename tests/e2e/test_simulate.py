@@ -49,6 +49,9 @@ def test_a_short_synthetic_trace_compares_every_policy(tmp_path: Path) -> None:
         assert policy["tokensServed"] > 0, name
         assert 0.0 <= policy["classes"]["batch"]["sloAttainment"] <= 1.0, name
         assert policy["kwhPerMillionTokens"] > 0, name
+        # The ceiling is one: no policy serves a prompt faster than an idle replica does.
+        for c, ceiling in report["attainmentCeiling"].items():
+            assert policy["classes"][c]["sloAttainment"] <= ceiling + 1e-9, (name, c)
     ours = report["policies"]["gpufleet"]
     assert ours["costRatioToGpufleet"] == pytest.approx(1.0)
     # The oracle meets each class's objective or, where the prompts forbid it, comes

@@ -27,6 +27,7 @@ from gpufleet.sim.baselines import StaticPolicy
 from gpufleet.sim.engine import SimConfig, simulate
 from gpufleet.sim.fleet import Preemption
 from gpufleet.sim.policy import ClassLoad, Decision, Seen, class_loads
+from gpufleet.sim.replica import least_ttft_seconds
 from gpufleet.sim.traces import Trace
 
 # Per interval and class, the oracle's replay may miss the objective for the requests no
@@ -57,8 +58,8 @@ class OraclePolicy:
     the run), and while a class misses its objective scales that class's demand by
     1.25 and asks again, until every class meets it or the optimizer cannot give it more
     (maxReplicas, the budget). A class meets its objective in an interval when its misses
-    are at most the requests no fleet can serve in time (their zero-load TTFT on the
-    fastest tier, by the profiles, exceeds the objective: the physical ceiling) plus 1%
+    are at most the requests no fleet can serve in time (their TTFT on an idle replica of
+    the fastest tier, in the engine, exceeds the objective: the physical ceiling) plus 1%
     of the others, rounded. It keeps the first fleet that meets every class (the search
     only adds capacity, so the cheapest found), or else the one closest to it. The
     fleet is Ready at once and gone at once (no cold start, no scale-down delay, lost
@@ -163,15 +164,12 @@ class OraclePolicy:
     def _allowed_misses(self, window: Trace) -> dict[str, int]:
         """Per class: its requests no fleet can serve in time, plus 1% of the others."""
         allowed = {}
+        least = least_ttft_seconds(self.models, window.prompt_tokens.tolist())
         for ci, name in enumerate(window.classes):
             objective = next(c for c in self.spec.traffic_classes if c.name == name)
             seconds = objective.objective_seconds
             prompts = window.prompt_tokens[window.class_index == ci].tolist()
-            hopeless = sum(
-                1
-                for p in prompts
-                if min(m.ttft_base_seconds(float(p)) for m in self.models.values()) > seconds
-            )
+            hopeless = sum(1 for p in prompts if least[float(p)] > seconds)
             allowed[name] = hopeless + math.floor(ORACLE_TAIL * (len(prompts) - hopeless) + 0.5)
         return allowed
 

@@ -36,6 +36,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +63,19 @@ class EngineParams:
         """Compute one request costs the replica (the model's service_seconds)."""
         return prompt_tokens * self.prefill_per_token + output_tokens * self.decode_per_token
 
+    def idle_ttft_seconds(self, prompt_tokens: float) -> float:
+        """TTFT of a prompt reaching an idle replica: the least this engine ever gives it.
+
+        The overhead, then the steps that prefill it in chunks of the token budget, each at
+        least the floor. Any other state only adds to it (a step in progress to wait for,
+        prompts ahead, running sequences decoded in the same steps)."""
+        tokens = max(float(prompt_tokens), 1.0)
+        full, rest = divmod(tokens, float(self.max_batched_tokens))
+        steps = full * max(self.step_floor, self.max_batched_tokens * self.prefill_per_token)
+        if rest > 0:
+            steps += max(self.step_floor, rest * self.prefill_per_token)
+        return self.overhead + steps
+
 
 def engine_params(model: ReplicaModel) -> EngineParams:
     """The engine a replica of this model runs (see module docstring)."""
@@ -81,6 +95,17 @@ def engine_params(model: ReplicaModel) -> EngineParams:
         max_batched_tokens=model.max_batched_tokens,
         max_running=model.max_running,
     )
+
+
+def least_ttft_seconds(
+    models: Mapping[str, ReplicaModel], prompt_tokens: Iterable[float]
+) -> dict[float, float]:
+    """Per prompt length: its TTFT on an idle replica of the fastest tier, the least any
+    fleet of these tiers gives it in this engine (`EngineParams.idle_ttft_seconds`)."""
+    engines = [engine_params(m) for m in models.values()]
+    return {
+        float(p): min(e.idle_ttft_seconds(float(p)) for e in engines) for p in set(prompt_tokens)
+    }
 
 
 class Recorder(Protocol):

@@ -24,6 +24,7 @@ from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.planner import CARBON_GRAMS_PER_KWH
 from gpufleet.sim.engine import RunResult
 from gpufleet.sim.metrics import CUT_CAUSES, CutCause, Fate
+from gpufleet.sim.replica import least_ttft_seconds
 from gpufleet.sim.traces import Trace
 
 # The bar of issue 5.
@@ -319,9 +320,9 @@ def attainment_bound(
     """Per class, the share of its requests any policy could serve within the objective.
 
     A request whose prompt alone, on an idle replica of the fastest tier, takes longer than
-    its class's objective (the profile's zero-load TTFT for that prompt length) is a miss
-    whatever the fleet: this is the ceiling on SLO attainment the trace and profiles allow.
-    So is a request vLLM refused for its prompt's length (`Trace.refused`).
+    its class's objective (in the simulator's own engine: `replica.least_ttft_seconds`) is
+    a miss whatever the fleet: this is the ceiling on SLO attainment the trace and tiers
+    allow. So is a request vLLM refused for its prompt's length (`Trace.refused`).
     """
     bounds = {}
     for ci, name in enumerate(trace.classes):
@@ -331,11 +332,7 @@ def attainment_bound(
             if trace.refused.get(name):
                 bounds[name] = 0.0
             continue
-        fastest = np.min(
-            [[m.ttft_base_seconds(float(p)) for p in np.unique(prompts)] for m in models.values()],
-            axis=0,
-        )
-        by_prompt = dict(zip(np.unique(prompts).tolist(), fastest.tolist(), strict=True))
+        by_prompt = least_ttft_seconds(models, prompts.tolist())
         within = [by_prompt[p] <= objective.objective_seconds for p in prompts.tolist()]
         bounds[name] = float(np.sum(within)) / (len(prompts) + trace.refused.get(name, 0))
     return bounds
@@ -374,8 +371,8 @@ def print_table(
         )
     ceiling = ", ".join(f"{k} {v:.2%}" for k, v in meta.get("attainmentCeiling", {}).items())
     console.print(
-        f"  Ceiling on SLO attainment from prompt lengths alone (zero-load TTFT on the "
-        f"fastest tier within the objective): {ceiling}"
+        f"  Ceiling on SLO attainment from prompt lengths alone (TTFT on an idle replica of "
+        f"the fastest tier within the objective): {ceiling}"
     )
     header, rows = table_rows(summaries)
     table = Table(*header, title="Policies side by side (same trace, same seed)")

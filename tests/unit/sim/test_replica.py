@@ -79,6 +79,36 @@ def test_ttft_grows_with_prompt_length() -> None:
     assert ttfts[0] < ttfts[1] < ttfts[2]
 
 
+def test_an_idle_replica_gives_a_prompt_the_least_ttft_the_engine_ever_gives_it() -> None:
+    # By hand: the overhead (5 ms), then chunks of the 2,048-token budget, each at least the
+    # 10 ms floor (0.1 ms a token).
+    assert PARAMS.idle_ttft_seconds(10) == pytest.approx(0.005 + 0.010)
+    assert PARAMS.idle_ttft_seconds(500) == pytest.approx(0.005 + 0.050)
+    assert PARAMS.idle_ttft_seconds(5000) == pytest.approx(0.005 + 2 * 0.2048 + 0.0904)
+    for prompt in (10, 500, 2048, 5000):  # the engine, alone with the request, agrees
+        replica, sink = engine([prompt], [3])
+        replica.enqueue(0, 2.0 + PARAMS.overhead)
+        replica.drain()
+        assert sink.first[0] - 2.0 == pytest.approx(PARAMS.idle_ttft_seconds(prompt))
+    # Under load (Poisson at ~70% busy, lognormal prompts) no request gets its first token
+    # sooner: others' chunks share its steps, their prefills and decodes come first.
+    rng = np.random.default_rng(3)
+    n = 400
+    prompts = [int(x) for x in np.clip(rng.lognormal(np.log(600), 1.0, n), 1, 20000)]
+    outputs = [int(x) for x in np.clip(rng.lognormal(np.log(100), 0.5, n), 1, 2000)]
+    work = [PARAMS.work_seconds(p, o) for p, o in zip(prompts, outputs, strict=True)]
+    mean_work = float(np.mean(work))
+    arrivals = np.cumsum(rng.exponential(mean_work / 0.7, n))
+    replica, sink = engine(prompts, outputs)
+    for i, at in enumerate(arrivals):
+        replica.enqueue(i, float(at) + PARAMS.overhead)
+    replica.drain()
+    ttft = np.array([sink.first[i] - arrivals[i] for i in range(n)])
+    least = np.array([PARAMS.idle_ttft_seconds(p) for p in prompts])
+    assert np.all(ttft >= least - 1e-9)
+    assert np.mean(ttft > least + 1e-6) > 0.3  # the load did make others wait
+
+
 def test_a_request_arriving_mid_step_waits_for_the_step_to_end() -> None:
     replica, sink = engine([1000, 100], [1, 1])
     replica.enqueue(0, 0.0)  # a 100 ms prefill step
