@@ -8,6 +8,7 @@ operator view calls.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import fields
 from datetime import datetime
 
@@ -15,7 +16,13 @@ from gpufleet.adapters.kube import Children
 from gpufleet.api.types import InferencePool
 from gpufleet.desired import manifests
 from gpufleet.desired.leaving import replacing
-from gpufleet.planning.observed import ClassObservations, observe_classes
+from gpufleet.planning.observed import (
+    ClassObservations,
+    Routed,
+    live_weights,
+    observe_classes,
+    window_weights,
+)
 from gpufleet.planning.records import (
     MetricsReading,
     MetricsState,
@@ -26,9 +33,16 @@ from gpufleet.planning.records import (
 
 
 def observe(
-    pool: InferencePool, children: Children, reading: MetricsReading, now: datetime
+    pool: InferencePool,
+    children: Children,
+    reading: MetricsReading,
+    now: datetime,
+    routed: Sequence[Routed] = (),
 ) -> Observation:
-    """The planner's view of the world from the pool's children and its metrics."""
+    """The planner's view of the world from the pool's children and its metrics.
+
+    `routed`: the weights this process's passes applied to the pool, oldest first
+    (`planning.observed.window_weights`; empty: the live weights held over the window)."""
     tiers = {}
     for tier in pool.spec.tiers:
         deployment = children.deployments.get(manifests.child_name(pool, tier))
@@ -53,8 +67,9 @@ def observe(
         )
     # Demand and P99 per class, from the tiers' readings and the live weights; nothing to
     # infer them from when the metrics cannot be trusted.
+    over = window_weights(live_weights(pool.status), routed, now, reading.window_seconds)
     classes = (
-        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries)
+        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries, over)
         if reading.state is MetricsState.AVAILABLE
         else ClassObservations()
     )
@@ -66,4 +81,5 @@ def observe(
         demand=classes.demand,
         class_ttft_p99_seconds=classes.ttft_p99_seconds,
         class_backlog_tokens=classes.backlog_tokens,
+        metrics_window_seconds=reading.window_seconds,
     )

@@ -29,6 +29,7 @@ from gpufleet.observe import observe
 from gpufleet.planning.explain import early_pass
 from gpufleet.planning.records import MetricsReading, MetricsState, Observation, Plan
 from gpufleet.planning.routing import prompt_tokens_sent
+from gpufleet.planning.weighthistory import WeightHistory
 from gpufleet.poolmetrics import export_pool
 from gpufleet.scaledown import ShrinkingTier, rank_if_shrinking
 from gpufleet.telemetry import Telemetry
@@ -131,6 +132,7 @@ class Reconciler:
         self.telemetry = telemetry
         self.clock = clock
         self.identity = identity  # written as status.observedBy: which replica acts
+        self.weights = WeightHistory()  # what each pool's passes routed, for their windows
 
     def reconcile(self, body: Mapping[str, Any], early: str | None = None) -> PassResult:
         """One pass over one pool, timed; failures are counted and re-raised. `early`: why
@@ -159,13 +161,13 @@ class Reconciler:
         except InvalidPool as invalid:
             return self._refuse(body, invalid, now)
         namespace, name = pool.metadata.namespace, pool.metadata.name
-        previous = pool.status
+        previous, key = pool.status, pool.metadata.uid or f"{namespace}/{name}"
 
         wants_route = bool(pool.spec.routing.parent_refs)
         gateway = self.kube.gateway_api_installed() if wants_route else False
         children = self.kube.read_children(namespace, name, route=gateway)
         reading = self.metrics.read(pool, now)
-        observation = observe(pool, children, reading, now)
+        observation = observe(pool, children, reading, now, self.weights.of(key))
         try:
             plan = self._plan(pool.spec, observation, previous)
         except Exception as error:  # a bug or an input the API let through: say so, wait
@@ -195,6 +197,8 @@ class Reconciler:
             # The spec was not fully acted on: observedGeneration keeps its old value.
             failure = Reason.ROUTE_APPLY_FAILED
             status = status.model_copy(update={"observed_generation": previous.observed_generation})
+        if failure is None:
+            self.weights.applied(key, now, status, reading.window_seconds)
         patch = status_patch(body.get("status"), status)
         if patch is not None:
             self.kube.patch_status(namespace, name, patch)
@@ -362,12 +366,8 @@ class Reconciler:
                 self.kube.delete(kind, pool.metadata.namespace, name, obj["metadata"]["uid"])
                 deleted.append(f"{kind} {name}")
         route = children.route
-        if (
-            gateway
-            and route is not None
-            and not pool.spec.routing.parent_refs
-            and owned_by(route, pool.metadata.uid)
-        ):
+        unrouted = gateway and not pool.spec.routing.parent_refs
+        if unrouted and route is not None and owned_by(route, pool.metadata.uid):
             self.kube.delete(
                 "HTTPRoute", pool.metadata.namespace, pool.metadata.name, route["metadata"]["uid"]
             )

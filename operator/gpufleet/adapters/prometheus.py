@@ -143,6 +143,7 @@ class PrometheusMetrics:
             f"least {SCRAPES_PER_WINDOW} scrapes of {self.scrape_interval_seconds} s)",
             tiers=tiers,
             demand_queries=self._demand_queries(pool),
+            window_seconds=float(window),
         )
 
     def requests_in_flight(self, pool: InferencePool, tier: str) -> dict[str, float] | None:

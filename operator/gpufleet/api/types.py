@@ -763,7 +763,7 @@ class TrafficClass(Model):
         description=(
             "PromQL giving this class's demand in tokens per second (prompt plus generated), "
             "for example from a gateway's per-route counters. Without it, demand is inferred "
-            "from each tier's token rates and the current weights."
+            "from each tier's token rates and the routing weights over the metrics window."
         ),
     )
 

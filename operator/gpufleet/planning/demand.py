@@ -51,7 +51,7 @@ def split_demand(traffic_class: TrafficClass, tokens_per_second: float) -> Class
 
 def infer_demand(
     tier_tokens: Mapping[str, float | None],
-    weights: Mapping[str, Mapping[str, int]],
+    weights: Mapping[str, Mapping[str, float]],
     prior: Mapping[str, float],
     known: Mapping[str, float] | None = None,
 ) -> dict[str, float | None]:

@@ -16,6 +16,19 @@ that the planner in the simulator sees what it would see in the cluster.
 - A class's P99 is the worst P99 of the tiers its live weights send it to (None: none
   of them has one).
 
+The tiers' token rates span the whole window, and a pass may have changed the weights
+inside it: with the chart's 15 s scrape the window is 60 s, two 30 s intervals, so the
+first reading after a change holds half of the old split. Inferred with the live weights
+alone, a class whose share moved reads the tokens still flowing the old way as its own: on
+the qwen14b example at 12 req/s (standard shared by both tiers, its H100 share moved
+11% -> 56%), interactive read 0 tokens/s for a pass and standard 1.4x its true rate, and
+the H100s bought for it cost 29% more over 40 minutes than with true class demand. The
+rates are inferred with the weights each class had over the window instead, averaged by
+time (`window_weights`, from the weights each pass applied: `Routed`, kept by the caller:
+the reconciler in memory, the simulator's policy alongside its status). Without that
+history (a restarted operator, another replica's pool) the live weights stand for the
+whole window, as before.
+
 Every rate and P99 a pass reads spans `metrics_window_seconds`: a decision interval, and
 at least SCRAPES_PER_WINDOW Prometheus scrapes (a window of fewer than two scrapes reads
 no rate, and one missed scrape would empty a window of two). With a 30 s interval and a
@@ -34,8 +47,9 @@ the passes moved; the window stays as above.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.api.types import InferencePoolSpec
@@ -48,6 +62,55 @@ SCRAPES_PER_WINDOW = 4
 def metrics_window_seconds(interval_seconds: float, scrape_interval_seconds: float) -> float:
     """The window of a pass's rates and P99s (module docstring)."""
     return max(interval_seconds, SCRAPES_PER_WINDOW * scrape_interval_seconds)
+
+
+Weights = Mapping[str, Mapping[str, float]]  # class -> tier -> weight (percent)
+
+
+@dataclass(frozen=True)
+class Routed:
+    """The weights a pass applied, and when."""
+
+    since: datetime
+    weights: Mapping[str, Mapping[str, int]]
+
+
+def live_weights(status: InferencePoolStatus) -> dict[str, dict[str, int]]:
+    """class -> tier -> weight, as the status says they are routed now."""
+    return {c.name: {w.tier: w.weight for w in c.weights} for c in status.classes}
+
+
+def window_weights(
+    live: Mapping[str, Mapping[str, int]],
+    history: Sequence[Routed],
+    now: datetime,
+    window_seconds: float,
+) -> dict[str, dict[str, float]]:
+    """Each class's weights over the window ending `now`, averaged by time.
+
+    `history`: the weights passes applied, oldest first; the last must be `live` (else it
+    is not this status's history and the live weights stand for the window). Before its
+    first entry the first weights are taken to have held; a class missing from an entry
+    (new to the spec) had its live weights."""
+    flat = {c: {t: float(w) for t, w in ws.items()} for c, ws in live.items()}
+    if not history or window_seconds <= 0 or _plain(history[-1].weights) != _plain(live):
+        return flat
+    start = now - timedelta(seconds=window_seconds)
+    result: dict[str, dict[str, float]] = {c: {} for c in live}
+    for i, entry in enumerate(history):
+        begin = max(entry.since, start) if i else start
+        end = history[i + 1].since if i + 1 < len(history) else now
+        share = max((min(end, now) - begin).total_seconds(), 0.0) / window_seconds
+        if share <= 0:
+            continue
+        for c, ws in live.items():
+            for t, w in entry.weights.get(c, ws).items():
+                result[c][t] = result[c].get(t, 0.0) + w * share
+    return result
+
+
+def _plain(weights: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    return {c: {t: w for t, w in ws.items() if w > 0} for c, ws in weights.items()}
 
 
 @dataclass(frozen=True)
@@ -64,6 +127,7 @@ def observe_classes(
     previous: InferencePoolStatus,
     tiers: Mapping[str, TierMetrics | TierObservation],
     demand_queries: Mapping[str, float | None],
+    over_window: Weights | None = None,
 ) -> ClassObservations:
     """Demand and P99 per class of `spec` from per-tier readings.
 
@@ -71,9 +135,12 @@ def observe_classes(
     demand they were last planned for. `tiers` holds each tier's readings over the last
     interval; `demand_queries` what each class's demandQuery answered, in tokens/s (None,
     or absent: no usable answer; ignored for a class without a demandQuery).
+    `over_window`: the weights the window's tokens followed (`window_weights`; default
+    the live ones).
     """
     classes = {c.name: c for c in spec.traffic_classes}
-    live = {c.name: {w.tier: w.weight for w in c.weights} for c in previous.classes}
+    live = live_weights(previous)
+    routed = over_window if over_window is not None else live
     last = {c.name: float(c.demand_tokens_per_second or 0) for c in previous.classes}
     measured = {
         c.name: max(value, 0.0)
@@ -92,13 +159,13 @@ def observe_classes(
     generated_tokens = {t: m.generation_tokens_per_second for t, m in tiers.items()}
     prompt = infer_demand(
         prompt_tokens,
-        live,
+        routed,
         {c: split(c, v).prompt_tokens_per_second for c, v in last.items()},
         {c: split(c, v).prompt_tokens_per_second for c, v in measured.items()},
     )
     generated = infer_demand(
         generated_tokens,
-        live,
+        routed,
         {c: split(c, v).generation_tokens_per_second for c, v in last.items()},
         {c: split(c, v).generation_tokens_per_second for c, v in measured.items()},
     )

@@ -99,6 +99,8 @@ class Observation:
     class_ttft_p99_seconds: Mapping[str, float | None] = field(default_factory=dict)
     # Tokens of each class's requests waiting in the queues (planning.demand.backlog_tokens).
     class_backlog_tokens: Mapping[str, float] = field(default_factory=dict)
+    # The span the tiers' rates and P99s cover, seconds (0: not known).
+    metrics_window_seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,7 @@ class MetricsReading:
     # class -> what its demandQuery answered, tokens/s (None: no usable answer); only
     # classes with a demandQuery.
     demand_queries: Mapping[str, float | None] = field(default_factory=dict)
+    window_seconds: float = 0.0  # the span its rates cover (0: not known)
 
 
 @dataclass(frozen=True)

@@ -346,6 +346,7 @@ class _Run:
             metrics=MetricsState.AVAILABLE,
             demand=demand_of(loads),
             class_ttft_p99_seconds=class_p99,
+            metrics_window_seconds=span,
         )
         return Seen(time=now, observation=observation, busy_replicas=busy)
 

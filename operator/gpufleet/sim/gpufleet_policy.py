@@ -8,15 +8,16 @@ through the same `build_status` and JSON round trip as the operator's.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired.status import RoutingState, build_status
-from gpufleet.planning.observed import observe_classes
+from gpufleet.planning.observed import Routed, live_weights, observe_classes, window_weights
 from gpufleet.planning.records import Observation, Plan, TierObservation
 from gpufleet.planning.routing import prompt_tokens_sent
+from gpufleet.planning.weighthistory import WeightHistory
 from gpufleet.sim.policy import Decision, Seen
 
 Planner = Callable[[InferencePoolSpec, Observation, InferencePoolStatus], Plan]
@@ -37,6 +38,8 @@ class GpufleetPolicy:
     )
     foresight = False  # sees only what Prometheus would have shown
     early_passes = True  # the operator's queue watch wakes it on a surge
+    # The weights each pass applied, as the reconciler keeps them (`planning.observed`).
+    weights: WeightHistory = field(default_factory=WeightHistory)
 
     def warm(self, seen: Seen) -> Decision:
         """Two passes on the first horizon's demand: size the fleet, then route on it Ready.
@@ -51,7 +54,8 @@ class GpufleetPolicy:
         return self._pass(replace(seen.observation, tiers=running))
 
     def decide(self, seen: Seen) -> Decision:
-        return self._pass(operator_view(seen.observation, self.pool, self.status))
+        routed = self.weights.of(self.name)
+        return self._pass(operator_view(seen.observation, self.pool, self.status, routed))
 
     def _pass(self, observation: Observation) -> Decision:
         plan = self.planner(self.pool.spec, observation, self.status)
@@ -60,6 +64,8 @@ class GpufleetPolicy:
         # What the operator reads back next pass is the JSON it patched, not the object.
         raw = status.model_dump(mode="json", by_alias=True, exclude_none=True)
         self.status = InferencePoolStatus.model_validate(raw)
+        now, window = observation.now, observation.metrics_window_seconds
+        self.weights.applied(self.name, now, self.status, window)
         self.plans.append(plan)
         return Decision(
             replicas={name: t.replicas for name, t in plan.tiers.items()},
@@ -69,18 +75,24 @@ class GpufleetPolicy:
 
 
 def operator_view(
-    observation: Observation, pool: InferencePool, status: InferencePoolStatus
+    observation: Observation,
+    pool: InferencePool,
+    status: InferencePoolStatus,
+    routed: Sequence[Routed] = (),
 ) -> Observation:
     """The observation as the operator builds it from the same series.
 
     The engine shows each class's true demand and P99; the operator sees per-tier series
     and each demandQuery's answer, and infers the rest with the same
-    `gpufleet.planning.observed.observe_classes`, from the live weights of the status
-    this policy last wrote. A class with a demandQuery is measured: here it gets its
-    true demand, what that query would answer.
+    `gpufleet.planning.observed.observe_classes`, from the weights of the status this
+    policy last wrote and those its passes applied over the window (`routed`). A class
+    with a demandQuery is measured: here it gets its true demand, what that query would
+    answer.
     """
     answers = {name: d.tokens_per_second for name, d in observation.demand.items() if d is not None}
-    classes = observe_classes(pool.spec, status, observation.tiers, answers)
+    window = observation.metrics_window_seconds
+    over = window_weights(live_weights(status), routed, observation.now, window)
+    classes = observe_classes(pool.spec, status, observation.tiers, answers, over)
     return replace(
         observation,
         demand=classes.demand,

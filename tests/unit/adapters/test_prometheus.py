@@ -187,6 +187,7 @@ def test_reads_tiers_and_infers_demand() -> None:
     assert reading.message.endswith(
         "rates and P99 over the last 60 s (the 30 s interval, and at least 4 scrapes of 15 s)"
     )
+    assert reading.window_seconds == 60.0  # the observe step reads the weights over it
     assert reading.tiers["h100"].ttft_p99_seconds == 0.03
     assert reading.tiers["rtx4090"].ttft_p99_seconds is None  # NaN: no request finished
     assert reading.demand_queries == {}  # no class has a demandQuery

@@ -5,6 +5,7 @@ from typing import Any
 
 import pytest
 
+from gpufleet import reconcile as reconcile_module
 from gpufleet.api.conditions import find
 from gpufleet.api.status import InferencePoolStatus
 from gpufleet.reconcile import NoMetrics, Reconciler
@@ -301,3 +302,32 @@ def test_a_pass_reports_the_prompt_tokens_its_weights_send_each_tier() -> None:
     # of it is sent somewhere, and only to tiers some class has a weight on.
     assert sum(result.sent.values()) == pytest.approx(800.0, rel=0.01)
     assert set(result.sent) == sent_to
+
+
+def test_the_weights_a_pass_routes_are_kept_for_the_next_pass_s_window(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    kube, reconciler = setup()
+    seen: list[tuple[Any, ...]] = []
+    real = reconcile_module.observe
+
+    def spy(*args: Any) -> Any:
+        seen.append(args[4])
+        return real(*args)
+
+    monkeypatch.setattr(reconcile_module, "observe", spy)
+    run(kube, reconciler)
+    key = kube.pools[("default", "llama3-8b")]["metadata"].get("uid") or "default/llama3-8b"
+    (kept,) = reconciler.weights.of(key)
+    live = {c.name: {w.tier: w.weight for w in c.weights if w.weight} for c in status(kube).classes}
+    assert (kept.since, kept.weights) == (NOW, live)
+    run(kube, reconciler)
+    assert seen == [(), (kept,)]  # the second pass's observe step got them
+
+
+def test_weights_a_refused_route_did_not_apply_are_not_kept() -> None:
+    kube, reconciler = setup()
+    kube.refuse["HTTPRoute llama3-8b"] = refusal("spec.hostnames[0]: invalid")
+    run(kube, reconciler)
+    key = kube.pools[("default", "llama3-8b")]["metadata"].get("uid") or "default/llama3-8b"
+    assert reconciler.weights.of(key) == ()

@@ -283,6 +283,11 @@ def test_gpufleet_runs_the_planner_and_carries_its_status() -> None:
     assert [tier.name for tier in policy.status.tiers] == ["h100", "rtx4090"]
     assert policy.status.last_decision is not None
     assert np.mean(result.fate == Fate.COMPLETED) > 0.95
+    # As the reconciler does, it keeps the weights it routed for the windows that span them.
+    kept = policy.weights.of(policy.name)
+    assert kept and kept[-1].weights == {
+        c.name: {w.tier: w.weight for w in c.weights if w.weight} for c in policy.status.classes
+    }
 
 
 def test_a_policy_sees_its_ready_pods_start_times_and_the_prompt_shares() -> None:

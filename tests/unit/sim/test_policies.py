@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
 
 from gpufleet.api.status import ClassStatus, InferencePoolStatus, TierWeight
+from gpufleet.planning.observed import Routed
 from gpufleet.planning.planner import plan
 from gpufleet.planning.records import MetricsState, Observation, TierObservation
 from gpufleet.sim.baselines import UtilizationPolicy, fixed_weights
@@ -172,6 +174,22 @@ def test_the_operator_view_infers_class_demand_from_tiers_and_weights() -> None:
     assert realtime.tokens_per_second == pytest.approx(200.0)
     assert batch.tokens_per_second == pytest.approx(600.0)
     assert seen.class_ttft_p99_seconds == {"realtime": 0.09, "batch": 1.5}
+    # Had batch gone half to the H100 for the first half of a 60 s window, a quarter of
+    # its tokens were the H100's: read with the window's weights, the H100's 400 tokens/s
+    # (here 100 + 300 after the change) are realtime's 200 and a quarter of batch's 800.
+    before = {"realtime": {"h100": 100}, "batch": {"h100": 50, "rtx4090": 50}}
+    live = {"realtime": {"h100": 100}, "batch": {"rtx4090": 100}}
+    routed = [
+        Routed(NOW - timedelta(seconds=60), before),
+        Routed(NOW - timedelta(seconds=30), live),
+    ]
+    tiers["h100"] = replace(
+        tiers["h100"], prompt_tokens_per_second=200.0, generation_tokens_per_second=200.0
+    )
+    mixed = replace(truth, tiers=tiers, metrics_window_seconds=60.0)
+    seen = operator_view(mixed, pool, status, routed)
+    assert seen.demand["realtime"].tokens_per_second == pytest.approx(200.0, rel=0.01)
+    assert seen.demand["batch"].tokens_per_second == pytest.approx(800.0, rel=0.01)
 
 
 def test_the_gpufleet_policy_is_the_real_planner() -> None:
