@@ -14,8 +14,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 from gpufleet import __version__
 
@@ -85,7 +87,35 @@ def main(argv: Sequence[str] | None = None) -> int:
     if func is None:
         parser.print_help()
         return 2
+    if getattr(args, "output", None) == "json":
+        with native_output_to_stderr():
+            return func(args)
     return func(args)
+
+
+@contextmanager
+def native_output_to_stderr() -> Iterator[None]:
+    """Keep what native code prints out of a JSON answer on stdout.
+
+    HiGHS (the solver behind scipy's milp) writes some lines straight to the C library's
+    stdout, not through any option or Python stream: on some programs
+    "HighsMipSolverData::transformNewIntegerFeasibleSolution tmpSolver.run();" landed
+    ahead of `gpufleet simulate --output json`'s answer, and a JSON parser then refused
+    it. Inside, file descriptor 1 points at stderr, and sys.stdout writes to the real
+    stdout, so only what the command prints is the answer."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    previous = sys.stdout
+    sys.stdout = os.fdopen(os.dup(saved), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stdout.close()
+        sys.stdout = previous
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 if __name__ == "__main__":
