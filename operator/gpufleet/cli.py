@@ -104,16 +104,22 @@ def native_output_to_stderr() -> Iterator[None]:
     it. Inside, file descriptor 1 points at stderr, and sys.stdout writes to the real
     stdout, so only what the command prints is the answer."""
     sys.stdout.flush()
+    try:
+        on_fd = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):  # already not the process's stdout
+        on_fd = False
     saved = os.dup(1)
     previous = sys.stdout
-    sys.stdout = os.fdopen(os.dup(saved), "w", encoding="utf-8")
+    if on_fd:
+        sys.stdout = os.fdopen(os.dup(saved), "w", encoding="utf-8")
     os.dup2(2, 1)
     try:
         yield
     finally:
         sys.stdout.flush()
-        sys.stdout.close()
-        sys.stdout = previous
+        if on_fd:
+            sys.stdout.close()
+            sys.stdout = previous
         os.dup2(saved, 1)
         os.close(saved)
 
