@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -63,7 +63,9 @@ class OraclePolicy:
     of the others, rounded. It keeps the first fleet that meets every class (the search
     only adds capacity, so the cheapest found), or else the one closest to it. The
     fleet is Ready at once and gone at once (no cold start, no scale-down delay, lost
-    nodes restart at once): no real policy can be cheaper for the same attainment.
+    nodes restart at once): no real policy can be cheaper for the same attainment. A tier
+    whose preempted nodes are away is planned without the replicas waiting for one, as the
+    planner sees them; it keeps asking for those (they cost nothing until placed).
 
     Not a proof of optimality: the search follows the optimizer's fleets for scaled
     demand, and the replay only approximates the queues an interval inherits (and has its
@@ -103,9 +105,18 @@ class OraclePolicy:
         replayed = _window(self.trace, start - lead, end)
         scale = {c.name: 1.0 for c in self.spec.traffic_classes}
         replays: dict[tuple[object, ...], dict[str, int]] = {}
+        # A tier whose nodes are away places no more than it holds now: the oracle knows
+        # the requests to come, and sees the nodes as the planner does. It keeps asking
+        # for the replicas waiting for a node (they cost nothing until one comes back,
+        # and then serve), and plans without them.
+        caps = {
+            n: max(t.desired_replicas - t.unschedulable_replicas, 0)
+            for n, t in seen.observation.tiers.items()
+            if t.unschedulable_replicas > 0
+        }
         best: tuple[int, float, Decision] | None = None
         for _ in range(ORACLE_MAX_TRIES):
-            candidate = self._candidate(loads, scale)
+            candidate = self._candidate(loads, scale, caps)
             decision = candidate.decision
             key = _key(decision)
             if key not in replays:
@@ -121,16 +132,27 @@ class OraclePolicy:
                 scale[c] *= ORACLE_STEP
         assert best is not None
         self.met.append(best[0] == 0)
-        return best[2]
+        asked = {
+            n: max(r, seen.observation.tiers[n].desired_replicas) if n in caps else r
+            for n, r in best[2].replicas.items()
+        }
+        return replace(best[2], replicas=asked)
 
     # -- one candidate ----------------------------------------------------------------
 
-    def _candidate(self, loads: Mapping[str, ClassLoad], scale: Mapping[str, float]) -> _Candidate:
+    def _candidate(
+        self,
+        loads: Mapping[str, ClassLoad],
+        scale: Mapping[str, float],
+        caps: Mapping[str, int],
+    ) -> _Candidate:
         spec = self.spec
+        most = {t.name: min(t.max_replicas, caps.get(t.name, t.max_replicas)) for t in spec.tiers}
         tiers = [
-            TierOption(t.name, t.price_per_replica_hour, t.min_replicas, t.max_replicas)
+            TierOption(t.name, t.price_per_replica_hour, min(t.min_replicas, most[t.name]),
+                       most[t.name])
             for t in spec.tiers
-        ]
+        ]  # fmt: skip
         # What each class needs, as the planner computes it, at this interval's real shape.
         shapes = {
             c.name: (

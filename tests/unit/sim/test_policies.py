@@ -120,13 +120,34 @@ def test_the_oracle_buys_past_the_profile_until_the_replay_meets_the_objective()
     # A 6,000-token prompt is 1.5 s of prefill on a 4090: on the one replica the profile
     # asks for at the mean shape, the prompts that queue behind it wait past 2 s.
     oracle, t = _long_tail_oracle(6000)
-    profile = oracle._candidate(class_loads(t, 0.0, 30.0), {"realtime": 1.0, "batch": 1.0})
+    profile = oracle._candidate(class_loads(t, 0.0, 30.0), {"realtime": 1.0, "batch": 1.0}, {})
     assert profile.decision.replicas["rtx4090"] == 1
     assert oracle._misses(t, 0.0, profile.decision)["batch"] > 2
     result = simulate(oracle.pool, t, oracle, SimConfig(seed=0))
     assert oracle.met == [True, True]
     assert min(result.timeline.desired["rtx4090"]) >= 2
     assert int(np.sum(~(result.ttft <= 2.0))) <= 2  # 1% of each interval's ~58, rounded
+
+
+def test_the_oracle_plans_without_the_replicas_whose_nodes_are_away() -> None:
+    """Both RTX 4090 replicas wait for a node (preempted, none back yet): the oracle plans
+    batch onto the H100 and keeps asking for the 4090s, which serve once a node returns."""
+    pool = mixed_pool()
+    arrivals = np.arange(0.0, 60.0, 0.25)
+    t = trace(arrivals, prompt=300, output=100, classes=[1] * len(arrivals))
+    oracle = OraclePolicy(pool, models_of(pool), t, 30.0)
+    away = {
+        "h100": TierObservation(name="h100", desired_replicas=1, ready_replicas=1),
+        "rtx4090": TierObservation(
+            name="rtx4090", desired_replicas=2, ready_replicas=0, unschedulable_replicas=2
+        ),
+    }
+    observation = Observation(now=NOW, tiers=away, metrics=MetricsState.AVAILABLE, demand={})
+    decision = oracle.decide(Seen(time=0.0, observation=observation, busy_replicas={}))
+    assert decision.weights["batch"]["rtx4090"] == 0
+    assert decision.weights["batch"]["h100"] == 100
+    assert decision.replicas["rtx4090"] == 2
+    assert oracle.met == [True]
 
 
 def test_requests_no_fleet_can_serve_in_time_are_its_ceiling_not_misses() -> None:
