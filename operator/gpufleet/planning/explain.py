@@ -269,20 +269,6 @@ class Report:
                     for n, t in tail.items()
                 )
             )
-        spared = {n: t.spared_replicas for n, t in self.tiers.items() if t.spared_replicas > 0}
-        if spared:
-            holding = [
-                n
-                for n, t in self.tiers.items()
-                if t.scale_down_since is not None and n not in spared
-            ]
-            notes.append(
-                "held replicas serve: "
-                + ", ".join(f"{n} recommended {k} fewer" for n, k in spared.items())
-                + ", as the replicas the scale-down delay holds"
-                + (f" on {', '.join(holding)}" if holding else "")
-                + " serve that demand"
-            )
         sized = [
             f"{c} at most {cap.max_utilization[t]:.0%} busy on {t} ({r:.0%} at its mean prompt)"
             for c, cap in self.capacities.items()

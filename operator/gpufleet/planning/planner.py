@@ -61,7 +61,6 @@ from gpufleet.planning.stabilization import (
     integer_weights,
     route_on_ready,
 )
-from gpufleet.planning.substitutes import holds, lean
 
 # Grid carbon intensity for carbon per million tokens: a round world-average figure
 # (IEA puts the 2023 global average near 450-480 gCO2/kWh; many cloud regions are lower).
@@ -179,14 +178,6 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
     extra = {n: max(tail[n].replicas - steady[n], 0) if n in tail else 0 for n in names}
     steady = {n: steady[n] + extra[n] for n in names}
     asked = {n: min(max(asked[n], steady[n]), bounds.ask_upper[n]) for n in names}
-    # Not a tier's replicas where another's held ones serve: no union of two fleets.
-    delay = inputs.spec.scaling.scale_down_delay_seconds
-    prior = holds(_hold_for_delay(inputs, dict.fromkeys(names, 0)), inputs.now, delay)
-    fixed = frozenset(n for n in names if extra[n] or margin[n])
-    leaner, pinned = lean(options, wants, inputs.budget, steady, prior, leads, fixed)
-    spared = {n: steady[n] - leaner[n] for n in names}
-    asked = {n: asked[n] - spared[n] for n in names}
-    steady, solution = leaner, pinned or solution
     decisions = _hold_for_delay(inputs, steady)
     target = {
         n: min(max(d.replicas, asked[n], bounds.ask_lower[n]), bounds.ask_upper[n])
@@ -231,14 +222,26 @@ def _decide(inputs: Inputs, fleet: Fleet) -> Plan:
         and integer_weights(targets[c], names) != {t: w for t, w in weights[c].items() if w > 0}
     ]
     return _finish(
-        inputs, fleet, target=target, weights=weights, demand=demand, decisions=decisions,
-        protected=protected, solution=solution, cover=cover, waiting=waiting, spread=spread,
-        kept_off=kept_off, forecasts=forecasts, drained=drained, sizing=sizing, reused=reused,
-        spared=spared,
+        inputs,
+        fleet,
+        target=target,
+        weights=weights,
+        demand=demand,
+        decisions=decisions,
+        protected=protected,
+        solution=solution,
+        cover=cover,
+        waiting=waiting,
+        spread=spread,
+        kept_off=kept_off,
+        forecasts=forecasts,
         reserve={n: min(reserve[n], target[n]) for n in names},
+        drained=drained,
         margin={n: min(margin[n], target[n]) for n in names},
         tail={n: (extra[n], tail[n]) for n in names if n in tail and extra[n] > 0},
-    )  # fmt: skip
+        sizing=sizing,
+        reused=reused,
+    )
 
 
 def _initial(inputs: Inputs, fleet: Fleet) -> Plan:
@@ -347,7 +350,6 @@ def _finish(
     tail: Mapping[str, tuple[int, contention.Floor]] | None = None,
     sizing: Sizing | None = None,
     reused: bool = False,
-    spared: Mapping[str, int] | None = None,
 ) -> Plan:
     decisions = decisions or {}
     forecasts, reserve, drained = forecasts or {}, reserve or {}, drained or {}
@@ -392,7 +394,6 @@ def _finish(
             tail_replicas=min(tail[n][0], target[n]) if n in tail else 0,
             tail_class=tail[n][1].cls if n in tail else None,
             tail_misses=tail[n][1].misses if n in tail else 0.0,
-            spared_replicas=(spared or {}).get(n, 0),
             expected_losses=hedging.expected(
                 fleet.losses.get(n), target[n] - margin.get(n, 0), fleet.leads[n].seconds
             ),

@@ -165,8 +165,6 @@ class TierPlan:
     tail_replicas: int = 0
     tail_class: str | None = None
     tail_misses: float = 0.0
-    # Fewer recommended because replicas the delay holds on other tiers serve (`substitutes`).
-    spared_replicas: int = 0
     expected_losses: float = 0.0
     node_loss: NodeLoss | None = None
     # Where the tier's replica model comes from (ReplicaModel.source), or why it has none.
