@@ -234,9 +234,9 @@ Class demand is inferred from the tiers' token rates with the weights the rates'
 routed with (`planning.observed.window_weights`). Before that, a pass right after a weight
 change read the tokens still flowing the old way as the moved class's own: on `three tiers
 / size` (seeds 0-2, measured apart from this run) realtime's inferred demand was 1.11x its
-true demand on average (median 1.00, the spikes after changes), and now 1.02x. gpufleet
-there costs 10-32% less, with 12-18 cold starts instead of 23-31, and attains 0.7-2.1
-points less on realtime (97.0-99.3%): the spikes had bought capacity its 100 ms objective
+true demand on average (median 1.00, the spikes after changes), and now 1.03x. gpufleet
+there costs 6-31% less, with 17-24 cold starts instead of 23-31, and attains 1.0-2.0
+points less on realtime (97.1-98.9%): the spikes had bought capacity its 100 ms objective
 turned out to need on this pool; the planner's realtime sizing is what is tight there."""
 
 
