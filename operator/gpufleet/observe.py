@@ -16,13 +16,7 @@ from gpufleet.adapters.kube import Children
 from gpufleet.api.types import InferencePool
 from gpufleet.desired import manifests
 from gpufleet.desired.leaving import replacing
-from gpufleet.planning.observed import (
-    ClassObservations,
-    Routed,
-    live_weights,
-    observe_classes,
-    window_weights,
-)
+from gpufleet.planning.observed import ClassObservations, Routed, observe_classes
 from gpufleet.planning.records import (
     MetricsReading,
     MetricsState,
@@ -65,14 +59,16 @@ def observe(
             # Every Prometheus reading of the tier, field for field (TierObservation has them).
             **{f.name: getattr(metrics, f.name) for f in fields(TierMetrics)},
         )
-    # Demand and P99 per class, from the tiers' readings and the live weights; nothing to
-    # infer them from when the metrics cannot be trusted.
-    over = window_weights(live_weights(pool.status), routed, now, reading.window_seconds)
+    # Demand and P99 per class, from the tiers' readings and the weights they were routed
+    # with; nothing to infer them from when the metrics cannot be trusted.
     classes = (
-        observe_classes(pool.spec, pool.status, reading.tiers, reading.demand_queries, over)
+        observe_classes(
+            pool.spec, pool.status, reading.tiers, reading.demand_queries,
+            routed=routed, now=now, window_seconds=reading.window_seconds,
+        )
         if reading.state is MetricsState.AVAILABLE
         else ClassObservations()
-    )
+    )  # fmt: skip
     return Observation(
         now=now,
         tiers=tiers,

@@ -93,7 +93,7 @@ def window_weights(
     first entry the first weights are taken to have held; a class missing from an entry
     (new to the spec) had its live weights."""
     flat = {c: {t: float(w) for t, w in ws.items()} for c, ws in live.items()}
-    if not history or window_seconds <= 0 or _plain(history[-1].weights) != _plain(live):
+    if not history or window_seconds <= 0 or routed_to(history[-1].weights) != routed_to(live):
         return flat
     start = now - timedelta(seconds=window_seconds)
     result: dict[str, dict[str, float]] = {c: {} for c in live}
@@ -109,7 +109,8 @@ def window_weights(
     return result
 
 
-def _plain(weights: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+def routed_to(weights: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+    """class -> tier -> weight, the tiers a class is not sent to left out."""
     return {c: {t: w for t, w in ws.items() if w > 0} for c, ws in weights.items()}
 
 
@@ -127,7 +128,10 @@ def observe_classes(
     previous: InferencePoolStatus,
     tiers: Mapping[str, TierMetrics | TierObservation],
     demand_queries: Mapping[str, float | None],
-    over_window: Weights | None = None,
+    *,
+    routed: Sequence[Routed] = (),
+    now: datetime | None = None,
+    window_seconds: float = 0.0,
 ) -> ClassObservations:
     """Demand and P99 per class of `spec` from per-tier readings.
 
@@ -135,12 +139,13 @@ def observe_classes(
     demand they were last planned for. `tiers` holds each tier's readings over the last
     interval; `demand_queries` what each class's demandQuery answered, in tokens/s (None,
     or absent: no usable answer; ignored for a class without a demandQuery).
-    `over_window`: the weights the window's tokens followed (`window_weights`; default
-    the live ones).
+    `routed`: the weights the passes applied, oldest first, and `now` and `window_seconds`
+    the readings' window: the tokens are split with the weights they followed over it
+    (`window_weights`; without them, the live weights).
     """
     classes = {c.name: c for c in spec.traffic_classes}
     live = live_weights(previous)
-    routed = over_window if over_window is not None else live
+    followed: Weights = live if now is None else window_weights(live, routed, now, window_seconds)
     last = {c.name: float(c.demand_tokens_per_second or 0) for c in previous.classes}
     measured = {
         c.name: max(value, 0.0)
@@ -159,13 +164,13 @@ def observe_classes(
     generated_tokens = {t: m.generation_tokens_per_second for t, m in tiers.items()}
     prompt = infer_demand(
         prompt_tokens,
-        routed,
+        followed,
         {c: split(c, v).prompt_tokens_per_second for c, v in last.items()},
         {c: split(c, v).prompt_tokens_per_second for c, v in measured.items()},
     )
     generated = infer_demand(
         generated_tokens,
-        routed,
+        followed,
         {c: split(c, v).generation_tokens_per_second for c, v in last.items()},
         {c: split(c, v).generation_tokens_per_second for c, v in measured.items()},
     )

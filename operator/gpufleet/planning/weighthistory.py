@@ -16,7 +16,7 @@ from collections import OrderedDict
 from datetime import datetime, timedelta
 
 from gpufleet.api.status import InferencePoolStatus
-from gpufleet.planning.observed import Routed, live_weights
+from gpufleet.planning.observed import Routed, live_weights, routed_to
 
 MAX_POOLS = 10_000
 
@@ -38,9 +38,7 @@ class WeightHistory:
     ) -> None:
         """A pass routed as `status` says at `now`; what no window ending later can reach is
         dropped (all but the last entry from before `now - window_seconds`)."""
-        plain = {
-            c: {t: w for t, w in ws.items() if w > 0} for c, ws in live_weights(status).items()
-        }
+        plain = routed_to(live_weights(status))
         with self._lock:
             entries = list(self._pools.pop(key, ()))
             if not entries or entries[-1].weights != plain:

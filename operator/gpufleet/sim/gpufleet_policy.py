@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from gpufleet.api.status import InferencePoolStatus, Reason
 from gpufleet.api.types import InferencePool, InferencePoolSpec
 from gpufleet.desired.status import RoutingState, build_status
-from gpufleet.planning.observed import Routed, live_weights, observe_classes, window_weights
+from gpufleet.planning.observed import Routed, observe_classes
 from gpufleet.planning.records import Observation, Plan, TierObservation
 from gpufleet.planning.routing import prompt_tokens_sent
 from gpufleet.planning.weighthistory import WeightHistory
@@ -90,9 +90,10 @@ def operator_view(
     answer.
     """
     answers = {name: d.tokens_per_second for name, d in observation.demand.items() if d is not None}
-    window = observation.metrics_window_seconds
-    over = window_weights(live_weights(status), routed, observation.now, window)
-    classes = observe_classes(pool.spec, status, observation.tiers, answers, over)
+    classes = observe_classes(
+        pool.spec, status, observation.tiers, answers,
+        routed=routed, now=observation.now, window_seconds=observation.metrics_window_seconds,
+    )  # fmt: skip
     return replace(
         observation,
         demand=classes.demand,

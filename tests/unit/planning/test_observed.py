@@ -182,8 +182,10 @@ def test_inferred_with_the_window_s_weights_a_moved_share_is_not_read_as_demand(
         n: TierMetrics(prompt_tokens_per_second=v, generation_tokens_per_second=v)
         for n, v in served.items()
     }
-    over = window_weights(NEW, [Routed(_at(0), OLD), Routed(_at(30), NEW)], _at(60), 60.0)
-    right = observe_classes(p.spec, p.status, tiers, {}, over).demand
+    routed = [Routed(_at(0), OLD), Routed(_at(30), NEW)]
+    right = observe_classes(
+        p.spec, p.status, tiers, {}, routed=routed, now=_at(60), window_seconds=60.0
+    ).demand
     assert right["interactive"].prompt_tokens_per_second == pytest.approx(interactive, rel=0.01)
     assert right["standard"].prompt_tokens_per_second == pytest.approx(standard, rel=0.01)
     wrong = observe_classes(p.spec, p.status, tiers, {}).demand
