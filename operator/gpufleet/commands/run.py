@@ -19,6 +19,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from gpufleet.commands import logs
+
 ENV_PREFIX = "GPUFLEET_"
 MAX_SHARDS = 64
 
@@ -140,23 +142,8 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(func=main)
 
 
-def _configure_logging(fmt: str, verbose: bool) -> None:
-    level = logging.DEBUG if verbose else logging.INFO
-    if fmt == "json":
-        layout = (
-            '{"time":"%(asctime)s","level":"%(levelname)s","logger":"%(name)s",'
-            '"message":"%(message)s"}'
-        )
-    else:
-        layout = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
-    logging.basicConfig(level=level, format=layout, stream=sys.stderr)
-    # Kopf's per-object loggers are chatty at INFO; our own lines say what happened.
-    logging.getLogger("kopf").setLevel(logging.WARNING if not verbose else logging.DEBUG)
-    logging.getLogger("kubernetes").setLevel(logging.WARNING)
-
-
 def main(args: argparse.Namespace) -> int:
-    _configure_logging(args.log_format, args.verbose)
+    logs.configure(args.log_format, args.verbose)
     if not 1 <= args.shards <= MAX_SHARDS:
         print(f"--shards must be between 1 and {MAX_SHARDS}, got {args.shards}", file=sys.stderr)
         return 2
@@ -180,6 +167,7 @@ def main(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    logs.native_output_to_log()
     try:
         return asyncio.run(_run(args))
     except KeyboardInterrupt:
