@@ -31,6 +31,10 @@ from gpufleet.planning.reuse import TOLERANCE
 MAX_NOTES = 6
 
 
+# A reserve for a step above this multiple of the demand now is stated in tokens/s.
+MAX_STEP_RATIO = 100.0
+
+
 @dataclass(frozen=True)
 class Report:
     """Explains one plan from the values the planner decided it with."""
@@ -208,9 +212,9 @@ class Report:
         if reserve:
             cost = sum(self.inputs.prices[n] * k for n, k in reserve.items())
             steps = [
-                f"{n} to {c.forecast.planned / c.forecast.observed:.1f}x"
+                _step(n, c.forecast.planned, c.forecast.observed)
                 for n, c in self.classes.items()
-                if c.forecast is not None and c.forecast.reserve > 0 and c.forecast.observed > 0
+                if c.forecast is not None and c.forecast.reserve > 0
             ]
             held = ", ".join(f"{k} {n}" for n, k in reserve.items())
             horizon = max(
@@ -358,3 +362,11 @@ def early_pass(message: str, why: str) -> str:
 def _clip(text: str) -> str:
     """A message cut to what conditions and Events hold."""
     return text if len(text) <= MAX_MESSAGE else text[: MAX_MESSAGE - 3] + "..."
+
+
+def _step(name: str, planned: float, observed: float) -> str:
+    """The step a reserve absorbs: as a multiple of the demand now, or in tokens/s where
+    the demand now is too small for a multiple to say anything (a class read near 0)."""
+    if observed >= 1.0 and planned / observed < MAX_STEP_RATIO:
+        return f"{name} to {planned / observed:.1f}x"
+    return f"{name} to {tokens(planned)}"

@@ -8,7 +8,7 @@ import pytest
 
 from gpufleet.api.status import DemandForecast, InferencePoolStatus, TierWeight
 from gpufleet.api.types import InferencePoolSpec
-from gpufleet.planning import forecast, needs
+from gpufleet.planning import explain, forecast, needs
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import MIN_SAMPLE_SECONDS, lead_times
@@ -505,3 +505,12 @@ def test_passes_within_an_interval_do_not_move_the_history() -> None:
         (step.level, step.trend_per_second, step.deviation), abs=1
     )
     assert again.expected < 2 * 9000  # no trend extrapolated from one second
+
+
+def test_a_reserve_for_a_class_read_near_zero_is_stated_in_tokens() -> None:
+    # A class whose demand this pass reads about 0 (its tiers' tokens explained by another
+    # class's backlog) while its forecast still plans for it: no "to 5.6e20x".
+    assert explain._step("batch", 8000.0, 4000.0) == "batch to 2.0x"
+    assert explain._step("realtime", 390.0, 7e-19) == "realtime to 390 tok/s"
+    assert explain._step("realtime", 390.0, 0.0) == "realtime to 390 tok/s"
+    assert explain._step("realtime", 39_000.0, 2.0) == "realtime to 39000 tok/s"
