@@ -215,6 +215,34 @@ class ReplicaModel:
         tpot = fit.tpot_base_seconds + fit.tpot_queue_seconds * growth
         return tpot / self.capacity_factor
 
+    # -- an idle replica -----------------------------------------------------------------
+
+    @property
+    def step_floor_seconds(self) -> float:
+        """The least one engine step takes: the profile's TPOT at zero load (reading the
+        weights), and never less than one token's decode."""
+        return max(self.fit.tpot_base_seconds / self.capacity_factor, self.service_seconds(0, 1))
+
+    @property
+    def idle_overhead_seconds(self) -> float:
+        """TTFT outside the engine: the zero-load P99 less the wait for a step in progress
+        (up to a floor: its runs at 1 req/s had decodes running) and the step prefilling
+        the reference prompt."""
+        floor = self.step_floor_seconds
+        first = max(floor, self.prefill_seconds_for(self.prompt_tokens))
+        return max(self.ttft_base_seconds(self.prompt_tokens) - floor - first, 0.0)
+
+    def idle_ttft_seconds(self, prompt_tokens: float) -> float:
+        """TTFT of a prompt reaching a replica with nothing running: the least it ever
+        takes (`idle_ttft_seconds` below; the simulator's engine runs the same numbers)."""
+        return idle_ttft_seconds(
+            prompt_tokens,
+            overhead=self.idle_overhead_seconds,
+            step_floor=self.step_floor_seconds,
+            prefill_per_token=self.prefill_seconds_for(1.0),
+            max_batched_tokens=self.max_batched_tokens,
+        )
+
     # -- capacity ------------------------------------------------------------------------
 
     def max_utilization(
@@ -292,6 +320,26 @@ class ReplicaModel:
         if tokens <= 0.0:
             return math.inf
         return kwh_per_million_tokens(self.watts, tokens)
+
+
+def idle_ttft_seconds(
+    prompt_tokens: float,
+    *,
+    overhead: float,
+    step_floor: float,
+    prefill_per_token: float,
+    max_batched_tokens: int,
+) -> float:
+    """TTFT of a prompt on an engine with nothing running: the overhead, then the steps
+    that prefill it in chunks of the token budget, each at least the floor. Any other
+    state only adds to it (a step in progress to wait for, prompts ahead, running
+    sequences decoded in the same steps)."""
+    tokens = max(float(prompt_tokens), 1.0)
+    full, rest = divmod(tokens, float(max_batched_tokens))
+    steps = full * max(step_floor, max_batched_tokens * prefill_per_token)
+    if rest > 0:
+        steps += max(step_floor, rest * prefill_per_token)
+    return overhead + steps
 
 
 def kwh_per_million_tokens(watts: float, tokens_per_second: float) -> float:

@@ -19,12 +19,18 @@ class this is the class's own distribution; on a tier shared with a class of oth
 it is wider than the class's own.
 
 From the learned distribution, per class (`for_pass`): the share of its prompts that no
-tier prefills within the objective even when idle (the profile's zero-load P99 for that
-length: the bound the simulator reports as each class's ceiling). No fleet serves them in
-time, whatever it buys, so status shows that share (`unservablePercent`) and ObjectivesMet
-names it (reason PromptsTooLong) instead of blaming capacity. Feedback does the same per
-tier (`beyond_reach`, from the prompts the tier itself served): the first tokens those
-prompts make slow are not read as "the tier is slow" (`feedback.signal`). The learned
+tier prefills within the objective even with nothing running (`longest_idle_within`, from
+`ReplicaModel.idle_ttft_seconds`: the bound the simulator reports as each class's ceiling,
+with the same numbers). No fleet serves them in time, whatever it buys, so status shows
+that share (`unservablePercent`) and ObjectivesMet names it (reason PromptsTooLong) instead
+of blaming capacity. The profile's zero-load P99 holds a wait for a step in progress, so
+its reach (`longest_within`) is shorter: an H100 with Llama 3 8B prefills about 1,565
+tokens within 100 ms by it and 1,765 with nothing running. The prompts between the two
+meet the objective only on a replica found idle; the planner sizes for the shorter reach
+(`waits`, `contention`), and they are not counted as unservable. Feedback reads per tier
+(`beyond_reach`, from the prompts the tier itself served) the prompts past the shorter
+reach: the first tokens those prompts make slow are not read as "the tier is slow"
+(`feedback.signal`). The learned
 shares are a running mix over about MEMORY_REQUESTS requests, kept in status
 (`promptLengths`), so that a quiet interval or a restart does not lose them; under
 MIN_REQUESTS learned, nothing is concluded.
@@ -212,7 +218,9 @@ def learn(
 
 
 def longest_within(model: ReplicaModel, objective_seconds: float) -> float:
-    """The longest prompt the replica prefills within the objective when idle (tokens)."""
+    """The longest prompt whose zero-load P99 TTFT is within the objective (tokens): what
+    the replica serves in time at low load, a step in progress included (the reach the
+    planner sizes against; `longest_idle_within` is the one with nothing running)."""
     fixed = model.ttft_base_seconds(0.0)
     per_token = model.prefill_seconds_for(1.0)
     if objective_seconds <= fixed:
@@ -222,13 +230,34 @@ def longest_within(model: ReplicaModel, objective_seconds: float) -> float:
     return (objective_seconds - fixed) / per_token
 
 
+# Prompts this long (tokens) or longer are past any reach: a bound for the search below.
+LONGEST_PROMPT = 10_000_000
+
+
+def longest_idle_within(model: ReplicaModel, objective_seconds: float) -> float:
+    """The longest prompt a replica with nothing running prefills within the objective
+    (`ReplicaModel.idle_ttft_seconds`; tokens, 0 if not even one, inf past any context)."""
+    if model.idle_ttft_seconds(0.0) > objective_seconds:
+        return 0.0
+    if model.idle_ttft_seconds(LONGEST_PROMPT) <= objective_seconds:
+        return math.inf
+    low, high = 1, LONGEST_PROMPT  # idle TTFT grows with the prompt: bisect on tokens
+    while high - low > 1:
+        middle = (low + high) // 2
+        if model.idle_ttft_seconds(middle) <= objective_seconds:
+            low = middle
+        else:
+            high = middle
+    return float(low)
+
+
 @dataclass(frozen=True)
 class ClassPrompts:
     """A pass's view of every class's prompt lengths (see the module docstring)."""
 
     lengths: Mapping[str, PromptLengths]  # classes with any learned, for status
     # Classes with enough learned: the share of their prompts no tier prefills within
-    # their objective even when idle.
+    # their objective even with nothing running (`longest_idle_within`).
     unservable: Mapping[str, float]
 
     def for_sizing(self) -> dict[str, Distribution]:
@@ -268,7 +297,7 @@ def for_pass(inputs: Inputs, models: Mapping[str, ReplicaModel]) -> ClassPrompts
         if learned.requests < MIN_REQUESTS or not models:
             continue
         distribution = on_grid(learned)
-        reach = max(longest_within(m, cls.objective_seconds) for m in models.values())
+        reach = max(longest_idle_within(m, cls.objective_seconds) for m in models.values())
         unservable[cls.name] = 1.0 - distribution.share_at_most(reach)
     return ClassPrompts(lengths, unservable)
 

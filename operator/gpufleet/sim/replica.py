@@ -40,7 +40,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.capacity import ReplicaModel, idle_ttft_seconds
 
 # vLLM's OpenAI-server defaults on a card under 70 GiB: chunked prefill budget per step and
 # max running sequences (a tier's own come with its model: `ReplicaModel.max_batched_tokens`).
@@ -64,34 +64,27 @@ class EngineParams:
         return prompt_tokens * self.prefill_per_token + output_tokens * self.decode_per_token
 
     def idle_ttft_seconds(self, prompt_tokens: float) -> float:
-        """TTFT of a prompt reaching an idle replica: the least this engine ever gives it.
-
-        The overhead, then the steps that prefill it in chunks of the token budget, each at
-        least the floor. Any other state only adds to it (a step in progress to wait for,
-        prompts ahead, running sequences decoded in the same steps)."""
-        tokens = max(float(prompt_tokens), 1.0)
-        full, rest = divmod(tokens, float(self.max_batched_tokens))
-        steps = full * max(self.step_floor, self.max_batched_tokens * self.prefill_per_token)
-        if rest > 0:
-            steps += max(self.step_floor, rest * self.prefill_per_token)
-        return self.overhead + steps
+        """TTFT of a prompt reaching an idle replica: the least this engine ever gives it
+        (`capacity.idle_ttft_seconds`)."""
+        return idle_ttft_seconds(
+            prompt_tokens,
+            overhead=self.overhead,
+            step_floor=self.step_floor,
+            prefill_per_token=self.prefill_per_token,
+            max_batched_tokens=self.max_batched_tokens,
+        )
 
 
 def engine_params(model: ReplicaModel) -> EngineParams:
     """The engine a replica of this model runs (see module docstring)."""
-    prefill = model.prefill_seconds_for(1.0)
-    decode = model.service_seconds(0.0, 1.0)
-    floor = max(model.fit.tpot_base_seconds / model.capacity_factor, decode)
     # The profile's zero-load P99 comes from runs at 1 req/s with 2 s decodes: the engine
     # was busy, so it holds a wait for the step in progress (up to a floor) and the step
-    # prefilling the prompt. What is left is outside the engine.
-    first_step = max(floor, model.prefill_seconds_for(model.prompt_tokens))
-    overhead = max(model.ttft_base_seconds(model.prompt_tokens) - floor - first_step, 0.0)
+    # prefilling the prompt. What is left is outside the engine (`idle_overhead_seconds`).
     return EngineParams(
-        step_floor=floor,
-        decode_per_token=decode,
-        prefill_per_token=prefill,
-        overhead=overhead,
+        step_floor=model.step_floor_seconds,
+        decode_per_token=model.service_seconds(0.0, 1.0),
+        prefill_per_token=model.prefill_seconds_for(1.0),
+        overhead=model.idle_overhead_seconds,
         max_batched_tokens=model.max_batched_tokens,
         max_running=model.max_running,
     )

@@ -109,6 +109,20 @@ def test_an_idle_replica_gives_a_prompt_the_least_ttft_the_engine_ever_gives_it(
     assert np.mean(ttft > least + 1e-6) > 0.3  # the load did make others wait
 
 
+@pytest.mark.parametrize("accelerator", ["H100-PCIe-80GB", "RTX4090"])
+def test_the_planner_reads_the_idle_ttft_the_engine_runs(accelerator: str) -> None:
+    # What status calls unservable (`prompts.longest_idle_within`) and the simulator's
+    # ceiling are the same numbers.
+    model = replica_model(
+        tier_spec("t", accelerator), ModelSpec(name="meta-llama/Meta-Llama-3-8B-Instruct")
+    )
+    params = engine_params(model)
+    for prompt in (1, 200, 1765, 2048, 2049, 9000):
+        assert model.idle_ttft_seconds(prompt) == params.idle_ttft_seconds(prompt)
+    assert params.step_floor == model.step_floor_seconds
+    assert params.overhead == model.idle_overhead_seconds
+
+
 def test_a_request_arriving_mid_step_waits_for_the_step_to_end() -> None:
     replica, sink = engine([1000, 100], [1, 1])
     replica.enqueue(0, 0.0)  # a 100 ms prefill step
