@@ -230,25 +230,22 @@ def longest_within(model: ReplicaModel, objective_seconds: float) -> float:
     return (objective_seconds - fixed) / per_token
 
 
-# Prompts this long (tokens) or longer are past any reach: a bound for the search below.
-LONGEST_PROMPT = 10_000_000
-
-
 def longest_idle_within(model: ReplicaModel, objective_seconds: float) -> float:
     """The longest prompt a replica with nothing running prefills within the objective
-    (`ReplicaModel.idle_ttft_seconds`; tokens, 0 if not even one, inf past any context)."""
-    if model.idle_ttft_seconds(0.0) > objective_seconds:
+    (tokens; 0 if not even one): `ReplicaModel.idle_ttft_seconds` inverted. It prefills in
+    chunks of the token budget, each step at least the floor: as many full chunks as fit,
+    then a last chunk if the time left holds a step."""
+    if model.idle_ttft_seconds(1.0) > objective_seconds:
         return 0.0
-    if model.idle_ttft_seconds(LONGEST_PROMPT) <= objective_seconds:
+    per_token = model.prefill_seconds_for(1.0)
+    if per_token <= 0:
         return math.inf
-    low, high = 1, LONGEST_PROMPT  # idle TTFT grows with the prompt: bisect on tokens
-    while high - low > 1:
-        middle = (low + high) // 2
-        if model.idle_ttft_seconds(middle) <= objective_seconds:
-            low = middle
-        else:
-            high = middle
-    return float(low)
+    floor, budget = model.step_floor_seconds, model.max_batched_tokens
+    chunk = max(floor, budget * per_token)
+    left = objective_seconds - model.idle_overhead_seconds
+    full = math.floor(left / chunk)
+    rest = left - full * chunk
+    return full * budget + (min(rest / per_token, budget) if rest >= floor else 0.0)
 
 
 @dataclass(frozen=True)
