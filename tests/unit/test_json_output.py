@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.snippets import run_snippet
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -25,14 +22,7 @@ print("after")
 
 
 def test_what_native_code_writes_to_stdout_goes_to_stderr() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", NATIVE],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}", "PATH": "/usr/bin:/bin"},
-    )
+    done = run_snippet(NATIVE)
     assert done.returncode == 0, done.stderr
     first, after = done.stdout.splitlines()
     assert json.loads(first) == {"answer": 42}

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
 from gpufleet.commands.logs import NATIVE_LOGGER, JsonFormatter
-
-ROOT = Path(__file__).resolve().parents[3]
+from tests.snippets import run_snippet
 
 
 def _record(message: str, *args: object, exc_info: object = None) -> logging.LogRecord:
@@ -67,15 +64,7 @@ logging.getLogger("gpufleet").info("after, reader alive: %s", reader.is_alive())
 
 @pytest.mark.timeout(30)
 def test_what_native_code_prints_becomes_log_records() -> None:
-    done = subprocess.run(
-        [sys.executable, "-c", NATIVE],
-        capture_output=True,
-        text=True,
-        check=False,
-        cwd=ROOT,
-        env={"PYTHONPATH": f"{ROOT / 'operator'}:{ROOT}", "PATH": "/usr/bin:/bin"},
-        timeout=25,
-    )
+    done = run_snippet(NATIVE)
     assert done.returncode == 0, done.stderr
     assert done.stdout == ""
     lines = [json.loads(line) for line in done.stderr.splitlines()]
