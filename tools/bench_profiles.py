@@ -14,6 +14,9 @@ Two tables, written to BENCHMARKS.md (`make bench-profiles`):
 3. Every io.net run of a model that is not its row's (a Qwen 7B on the Llama 3 8B row):
    the planner's P99 TTFT at the run's completed rate and its completed rate, from the
    profile moved to the run's model and from the row unchanged, against the measurement.
+4. The replica model fitted on the engine at steady state (gpufleet.planning.enginefit),
+   per (GPU, model, GPUs) of the io.net runs, beside the built-in profile: saturation, fit
+   error, and the P99 TTFT each gives at every run's offered rate against the measurement.
 """
 
 from __future__ import annotations
@@ -159,6 +162,116 @@ def _other_models() -> list[str]:
     return out
 
 
+GPU_NAMES = {"NVIDIA-H100-PCIe": "H100-PCIe-80GB", "NVIDIA-GeForce-RTX-4090": "RTX4090"}
+
+
+def _engine_fits() -> list[str]:
+    """Table 4: the replica model fitted on the engine at steady state
+    (gpufleet.planning.enginefit) against the built-in profile, at every io.net run."""
+    import math
+    import statistics
+    from collections import defaultdict
+
+    from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.perf.ionet import load_runs
+    from gpufleet.planning.enginefit import engine_fit
+    from gpufleet.planning.profiles import ProfileNotFound, replica_model
+
+    runs = load_runs(ROOT.parent / "shared" / "data" / "iog-llm-inference-benchmarks")
+    configs = defaultdict(list)
+    for run in runs:
+        configs[(GPU_NAMES[run.gpu], run.model, run.gpus)].append(run)
+    out = [
+        "",
+        "The replica model fitted on the engine at steady state (`gpufleet.planning.enginefit`: "
+        "P99 TTFT at 1/64 to 0.95 of the sustained throughput, Poisson streams of at least 90 s, "
+        "the saturation fitted at most the sustained throughput), per (GPU, model, GPUs) of the "
+        "io.net runs at their mean request shape, beside the built-in profile the planner reads "
+        "today. Fit error: the fitted P99 against the engine's at its points below the fitted "
+        "saturation, largest absolute. P99 TTFT within 15% / 30%: the model's P99 at each run's "
+        "offered rate against the run's measured P99 (the issue's measure: a steady-state model "
+        "against a 200-request run), built-in / engine fit.",
+        "",
+        "| GPU x GPUs, model | runs | saturation: built-in / engine fit / engine sustained "
+        "| engine fit error | P99 within 15%: built-in / engine fit | within 30% |",
+        "|---|---|---|---|---|---|",
+    ]
+    totals = {"built-in": [], "engine": []}
+
+    def err(predicted: float, measured: float) -> float:
+        return abs(predicted / measured - 1) if math.isfinite(predicted) else math.inf
+
+    for (accelerator, name, gpus), group in sorted(configs.items()):
+        prompt = statistics.fmean(r.mean_prompt for r in group)
+        output = statistics.fmean(r.mean_output for r in group)
+        tier = Tier.model_validate(
+            {
+                "name": "t",
+                "accelerator": accelerator,
+                "gpusPerReplica": gpus,
+                "minReplicas": 0,
+                "maxReplicas": 1,
+                "pricePerGPUHour": "1.00",
+            }
+        )
+        try:
+            spec = ModelSpec(name=name)
+        except ValueError:  # phi-4: no size in its name, 14B on its model card
+            spec = ModelSpec(name=name, parameters_billions=14)
+        try:
+            builtin = replica_model(tier, spec)
+        except ProfileNotFound:
+            builtin = None
+        try:
+            fitted = engine_fit(accelerator, name, gpus, prompt, output)
+        except (KeyError, ValueError):
+            fitted = None
+        mine: dict[str, list[float]] = {"built-in": [], "engine": []}
+        for run in group:
+            measured = run.measured["p99TtftMs"] / 1e3
+            for key, m in (("built-in", builtin), ("engine", fitted and fitted.model)):
+                p = (
+                    m.ttft_p99_seconds(run.rate, run.mean_prompt, run.mean_output)
+                    if m
+                    else math.inf
+                )
+                mine[key].append(err(p, measured))
+        for key in totals:
+            totals[key] += mine[key]
+        sat_b = f"{builtin.saturation_rps(prompt, output):.2f}" if builtin else "-"
+        sat_e = f"{fitted.model.fit.saturation_rps:.2f}" if fitted else "-"
+        sus = f"{fitted.sustained_rps:.2f}" if fitted else "-"
+        worst = f"{max((abs(e) for e in fitted.errors()), default=0.0):.0%}" if fitted else "-"
+        out.append(
+            f"| {accelerator} x{gpus} {name.split('/')[-1]} | {len(group)} "
+            f"| {sat_b} / {sat_e} / {sus} req/s | {worst} "
+            f"| {_within(mine['built-in'], 0.15)} / {_within(mine['engine'], 0.15)} "
+            f"| {_within(mine['built-in'], 0.30)} / {_within(mine['engine'], 0.30)} |"
+        )
+    out += [
+        "",
+        f"Over all {len(totals['engine'])} runs, P99 TTFT at the offered rate within 15%: "
+        f"built-in {_within(totals['built-in'], 0.15)}, engine fit "
+        f"{_within(totals['engine'], 0.15)}; within 30%: built-in "
+        f"{_within(totals['built-in'], 0.30)}, engine fit {_within(totals['engine'], 0.30)}.",
+        "",
+        "The engine fit's saturation stands above the built-in profile's on every single-GPU "
+        "H100 row, about 3-4x for the 1.5-14B models, and is set by where a steady stream's "
+        "queue stops draining, below the throughput under a backlog: an H100 PCIe with Llama 3 "
+        "8B sustains 71 req/s under a backlog, while a 90 s Poisson stream at 50 req/s has a "
+        "P99 TTFT of 2.5 s and at 61 req/s 12 s. It does not yet read the io.net runs' P99 "
+        "better. Two reasons, both in the table: a 200-request run offered more than a "
+        "replica's steady capacity ends before its queue builds (the RTX 4090 with Llama 3 8B "
+        "measured 193 and 331 ms at 16 and 32 req/s, above the 12.4 req/s it holds at steady "
+        "state), which a steady-state model cannot show; and on the H100 the engine's P99 "
+        "reads above the measurement at every rate (Llama 3 8B at 1-16 req/s: 42-51 ms from "
+        "the fit, 27-31 ms measured; the engine's replay of the 1 req/s run itself gives "
+        "37.5 ms). The planner keeps the built-in profiles until a model reads both "
+        "(`issues show 14`).",
+    ]
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--no-write", action="store_true", help="print only")
@@ -238,6 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             f"| {m.capacity_rps(2.0, p, o):.2f} req/s |"
         )
     out += _other_models()
+    out += _engine_fits()
     wall = time.perf_counter() - started
     out += ["", f"Wall time {wall:.0f} s."]
     text = "\n".join(out)

@@ -30,6 +30,10 @@ from gpufleet.planning.capacity import Fit, queue_pressure, served_from_offered
 
 ERRATIC_RATIO = 1.5
 _PRIOR_WEIGHT = 0.05
+# The utilization a steady-state point at or above the fitted saturation is read at.
+MAX_STEADY_RHO = 0.99
+# A steady point whose P99 is at most this many times the lowest point's drained its queue.
+STABLE_MULTIPLE = 10.0
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,57 @@ def _fit_latency(pts: Sequence[MeasuredPoint]) -> Fit:
         ttft_queue_seconds=queue,
         ttft_queue_exponent=exponent,
     )
+
+
+def fit_at_most(points: Sequence[MeasuredPoint], ceiling_rps: float, sharpness: float) -> Fit:
+    """P99 TTFT (saturation, base, queue scale, exponent), then mean TPOT, against the served
+    rate of `points` measured at steady state (each served at its offered rate), with the
+    saturation at most `ceiling_rps` (a replica's throughput under a backlog) and above every
+    point whose P99 is at most STABLE_MULTIPLE x the lowest (a queue that drains: a stream
+    above its replica's capacity grows a P99 of seconds over 90 s). A point at or above the
+    fitted saturation, whose queue grew for as long as it was measured, is read at
+    utilization MAX_STEADY_RHO. Points with an infinite P99 are left out."""
+    pts = [p for p in points if math.isfinite(p.ttft_p99_seconds) and p.served_rps > 0]
+    if not pts:
+        raise ValueError("no point with a finite P99 TTFT")
+    served = np.array([p.served_rps for p in pts])
+    p99 = np.array([p.ttft_p99_seconds for p in pts])
+
+    stable = served[p99 <= STABLE_MULTIPLE * p99.min()]
+    floor = min(float(stable.max()) * 1.01, ceiling_rps)
+
+    def unpack(v: np.ndarray) -> tuple[float, float, float, float]:
+        saturation = floor + (ceiling_rps - floor) / (1.0 + math.exp(-v[0]))
+        return saturation, math.exp(v[1]), math.exp(v[2]), math.exp(v[3])
+
+    def residuals(v: np.ndarray) -> np.ndarray:
+        saturation, base, queue, exponent = unpack(v)
+        rho = np.minimum(served / saturation, MAX_STEADY_RHO)
+        model = base + queue * (rho / (1.0 - rho)) ** exponent
+        return np.concatenate([np.log(model / p99), [_PRIOR_WEIGHT * v[3]]])
+
+    # Several starts across the saturation's range: the misfit has a local minimum at each
+    # end (everything saturated, or nothing), the cheapest answer is kept.
+    solution = min(
+        (
+            least_squares(
+                residuals,
+                np.array([v, math.log(p99.min()), math.log(p99.min() * 0.2), 0.0]),
+                method="trf",
+            )
+            for v in (-3.0, -1.0, 1.0, 3.0)
+        ),
+        key=lambda r: float(r.cost),
+    )
+    saturation, base, queue, exponent = unpack(solution.x)
+    fit = Fit(
+        saturation_rps=saturation,
+        sharpness=sharpness,
+        ttft_base_seconds=base,
+        ttft_queue_seconds=queue,
+        ttft_queue_exponent=exponent,
+    )
+    return _fit_tpot([p for p in pts if p.served_rps < saturation], fit)
 
 
 def _fit_tpot(pts: Sequence[MeasuredPoint], fit: Fit) -> Fit:
