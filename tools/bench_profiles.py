@@ -173,6 +173,8 @@ def _engine_fits() -> list[str]:
     from collections import defaultdict
 
     from gpufleet.perf.ionet import load_runs
+    from gpufleet.perf.models import model
+    from gpufleet.planning.derived import NotDerivable
     from gpufleet.planning.enginefit import engine_fit
 
     runs = load_runs(ROOT.parent / "shared" / "data" / "iog-llm-inference-benchmarks")
@@ -202,9 +204,9 @@ def _engine_fits() -> list[str]:
         prompt = statistics.fmean(r.mean_prompt for r in group)
         output = statistics.fmean(r.mean_output for r in group)
         builtin = _builtin(accelerator, name, gpus)
-        try:
-            fitted = engine_fit(accelerator, name, gpus, prompt, output)
-        except (KeyError, ValueError):
+        try:  # vLLM 0.8.5's defaults, as the runs had
+            fitted = engine_fit(accelerator, model(name), gpus, prompt, output)
+        except (KeyError, NotDerivable):
             fitted = None
         engine = fitted.model if fitted else None
         mine: dict[str, list[float]] = defaultdict(list)

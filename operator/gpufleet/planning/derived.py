@@ -158,7 +158,9 @@ def engine_numbers(
     return _numbers(accelerator, arch, gpus, round(prompt, 1), round(output, 1), like)
 
 
-def _calibration(card: Gpu, like: str | None) -> tuple[Calibration, str | None]:
+def efficiencies(card: Gpu, like: str | None) -> tuple[Calibration, str | None]:
+    """The card's fitted efficiencies; for a GPU type no run measured, those of `like` (a
+    measured GPU type) when given, else DEFAULT's; with the GPU type they came from."""
     try:
         cal = calibration(card.name)
     except KeyError:  # a datasheet from the spec: nothing measured it
@@ -184,7 +186,7 @@ def _numbers(
         card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
     except KeyError as error:
         raise NotDerivable(str(error.args[0])) from None
-    cal, carried = _calibration(card, like)
+    cal, carried = efficiencies(card, like)
     replica = Replica(card, arch, gpus, cal.efficiency)
     if not replica.fits():
         raise NotDerivable(

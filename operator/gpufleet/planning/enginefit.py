@@ -19,6 +19,12 @@ on those same runs) sustains about 71 (`make bench-profiles`). This module fits 
   is left out;
 - prefill of the reference prompt: the engine's step time for that prompt alone.
 
+`engine_fit` takes the replica as gpufleet.perf names it, on vLLM 0.8.5's defaults unless told
+(the io.net runs' server); `tier_fit` takes a pool's tier and model as the operator would run
+them: the tier's card (a Custom accelerator's datasheet, on the efficiencies of the measured
+card it is profiled from), the pool's architecture and the vLLM 0.33 settings of the tier
+(`profiles.scheduler_config`).
+
 `make bench-profiles` puts the model built here beside the built-in profile at every io.net
 run (P99 TTFT at the run's rate against the measurement). The planner does not read it: it
 does not yet read those runs' P99 better than the built-in profiles (the table says why), and
@@ -37,15 +43,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.perf.calibration import calibration
+from gpufleet.api.types import ModelSpec, Tier
 from gpufleet.perf.capacity import MAX_REQUESTS, REQUESTS, STEADY_SECONDS, lengths, sustained_rps
 from gpufleet.perf.engine import simulate
-from gpufleet.perf.hardware import gpu
-from gpufleet.perf.models import model
+from gpufleet.perf.hardware import Gpu, gpu
+from gpufleet.perf.models import ModelArch
 from gpufleet.perf.roofline import Replica
+from gpufleet.perf.vllm import EngineConfig
 from gpufleet.perf.workload import poisson_arrivals
 from gpufleet.planning.capacity import ReplicaModel
+from gpufleet.planning.derived import NotDerivable, efficiencies
 from gpufleet.planning.fitting import MeasuredPoint, fit_at_most
+from gpufleet.planning.profiles import accelerator_of, pool_arch, scheduler_config
 
 STEADY_FRACTIONS = (1 / 64, 0.25, 0.5, 0.7, 0.85, 0.95)
 # The offered -> completed curve of a 200-request benchmark (`capacity.served_from_offered`)
@@ -99,44 +108,80 @@ def steady_point(replica: Replica, rate: float, prompt: float, output: float) ->
 
 
 def engine_fit(
-    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu,
+    arch: ModelArch,
+    gpus: int,
+    prompt: float,
+    output: float,
+    config: EngineConfig | None = None,
+    like: str | None = None,
 ) -> EngineFit:
-    """The replica model of `gpus` x `accelerator` (gpufleet.perf's GPU names) serving
-    `model_name` (its architecture table) at this mean request shape, fitted on the engine
-    with the GPU type's calibrated efficiencies. KeyError: a GPU or model it does not know;
-    ValueError: a replica that serves nothing (no room for the KV cache, or no finite P99)."""
-    return _engine_fit(accelerator, model_name, gpus, round(prompt, 1), round(output, 1))
+    """The replica model of `gpus` x `accelerator` (a GPU name gpufleet.perf knows, or a
+    datasheet's row) serving `arch` at this mean request shape, fitted on the engine with
+    the GPU type's calibrated efficiencies (a GPU type with no runs: those of `like`, a
+    measured one, else typical ones) and vLLM settings `config` (None: the 0.8.5 defaults
+    the io.net runs had). NotDerivable: a GPU it does not know, or a replica that serves
+    nothing (no room for the KV cache, or no finite P99)."""
+    return _engine_fit(accelerator, arch, gpus, round(prompt, 1), round(output, 1), config, like)
+
+
+def tier_fit(tier: Tier, model: ModelSpec, prompt: float, output: float) -> EngineFit:
+    """`engine_fit` for a pool's tier: its card (a Custom accelerator's datasheet), the
+    pool's model (spec.model.architecture, else gpufleet.perf's table by name) and the vLLM
+    0.33 settings the tier runs (`profiles.scheduler_config`: the card's defaults, then the
+    pool's extraArgs). NotDerivable: no architecture, or what `engine_fit` refuses."""
+    arch = pool_arch(model)
+    if arch is None:
+        raise NotDerivable(f"no architecture for {model.name}: set spec.model.architecture")
+    spec, card = accelerator_of(tier)
+    like = spec.profile_from.value if spec is not None else None
+    return engine_fit(
+        card, arch, tier.gpus_per_replica, prompt, output, scheduler_config(tier, model), like
+    )
 
 
 @functools.lru_cache(maxsize=64)
 def _engine_fit(
-    accelerator: str, model_name: str, gpus: int, prompt: float, output: float
+    accelerator: str | Gpu,
+    arch: ModelArch,
+    gpus: int,
+    prompt: float,
+    output: float,
+    config: EngineConfig | None,
+    like: str | None,
 ) -> EngineFit:
-    card = gpu(accelerator)
-    replica = Replica(card, model(model_name), gpus, calibration(card.name).efficiency)
+    try:
+        card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
+    except KeyError as error:
+        raise NotDerivable(str(error.args[0])) from None
+    cal, _ = efficiencies(card, like)
+    replica = Replica(card, arch, gpus, cal.efficiency, config)
     if not replica.fits():
-        raise ValueError(f"{model_name} leaves no room for the KV cache on {gpus} x {card.name}")
+        raise NotDerivable(f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name}")
     sustained = sustained_rps(replica, prompt, output)
     if sustained <= 0:
-        raise ValueError(f"{model_name} on {gpus} x {card.name}: most requests never served")
+        raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: most requests never served")
     points = tuple(steady_point(replica, f * sustained, prompt, output) for f in STEADY_FRACTIONS)
-    fit = fit_at_most(
-        [
-            MeasuredPoint(
-                offered_rps=p.rate_rps,
-                served_rps=p.rate_rps,
-                ttft_p99_seconds=p.ttft_p99_seconds,
-                tokens_per_second=p.rate_rps * (prompt + output),
-                tpot_seconds=None if math.isnan(p.tpot_seconds) else p.tpot_seconds,
-            )
-            for p in points
-        ],
-        sustained,
-        STEADY_SHARPNESS,
-    )
+    try:
+        fit = fit_at_most(
+            [
+                MeasuredPoint(
+                    offered_rps=p.rate_rps,
+                    served_rps=p.rate_rps,
+                    ttft_p99_seconds=p.ttft_p99_seconds,
+                    tokens_per_second=p.rate_rps * (prompt + output),
+                    tpot_seconds=None if math.isnan(p.tpot_seconds) else p.tpot_seconds,
+                )
+                for p in points
+            ],
+            sustained,
+            STEADY_SHARPNESS,
+        )
+    except ValueError as error:
+        raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: {error}") from None
     prefill = replica.step_seconds(int(prompt), 1, prompt * prompt / 2, 0.0)
     replica_model = ReplicaModel(
-        name=f"{card.name}/{model_name.split('/')[-1]}/x{gpus} (engine)",
+        name=f"{card.name}/{arch.name.split('/')[-1]}/x{gpus} (engine)",
         fit=fit,
         prompt_tokens=prompt,
         output_tokens=output,
@@ -145,6 +190,8 @@ def _engine_fit(
         watts=card.board_power_w * gpus,
         model_load_seconds=0.0,
         measured=False,
-        source=f"gpufleet.perf at steady state: {model_name} on {gpus}x {card.name}",
+        source=f"gpufleet.perf at steady state: {arch.name} on {gpus}x {card.name}",
+        max_batched_tokens=replica.engine.max_num_batched_tokens,
+        max_running=replica.engine.max_num_seqs,
     )
     return EngineFit(replica_model, sustained, points)

@@ -34,6 +34,10 @@ _PRIOR_WEIGHT = 0.05
 MAX_STEADY_RHO = 0.99
 # A steady point whose P99 is at most this many times the lowest point's drained its queue.
 STABLE_MULTIPLE = 10.0
+# fit_at_most's parameters (saturation's position, log base, log queue, log exponent): the
+# exponent between 0.1 and 5, so that no step of the search overflows.
+_STEADY_LOWER = (-np.inf, -np.inf, -np.inf, math.log(0.1))
+_STEADY_UPPER = (np.inf, np.inf, np.inf, math.log(5.0))
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,7 @@ def fit_at_most(points: Sequence[MeasuredPoint], ceiling_rps: float, sharpness: 
                 residuals,
                 np.array([v, math.log(p99.min()), math.log(p99.min() * 0.2), 0.0]),
                 method="trf",
+                bounds=(_STEADY_LOWER, _STEADY_UPPER),
             )
             for v in (-3.0, -1.0, 1.0, 3.0)
         ),

@@ -134,7 +134,7 @@ def scheduler_config(tier: Tier, model: ModelSpec) -> EngineConfig:
     """The token budget and running cap vLLM 0.33 takes on this tier: its defaults for the
     card (a card gpufleet.perf does not know gets those of a small one), then the pool's
     extraArgs (`gpufleet.perf.vllm`)."""
-    _, card = _accelerator(tier)
+    _, card = accelerator_of(tier)
     try:
         row = card if isinstance(card, Gpu) else gpu(card)
         config = serving_config(row.memory_gib, row.name)
@@ -157,7 +157,7 @@ def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
         raise ProfileNotFound(
             f"{where}: model size unknown; set spec.model.parametersBillions or tiers[].profile"
         )
-    spec, card = _accelerator(tier)
+    spec, card = accelerator_of(tier)
     if spec is None:
         raise ProfileNotFound(f"{where}: a Custom accelerator needs tiers[].profile or gpu")
     size = size_class(params)
@@ -205,7 +205,7 @@ def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
     )
 
 
-def _accelerator(tier: Tier) -> tuple[AcceleratorSpec | None, str | Gpu]:
+def accelerator_of(tier: Tier) -> tuple[AcceleratorSpec | None, str | Gpu]:
     """The tier's accelerator facts, and its card as gpufleet.perf takes it (a name, or a
     Custom accelerator's datasheet row, whose profile comes from the measured card of the
     nearest memory bandwidth: decode, most of a request's time, reads memory)."""

@@ -6,8 +6,11 @@ import math
 
 import pytest
 
+from gpufleet.api.types import ModelSpec, Tier
+from gpufleet.perf.models import model
 from gpufleet.planning.capacity import Fit, ReplicaModel
-from gpufleet.planning.enginefit import engine_fit
+from gpufleet.planning.derived import NotDerivable
+from gpufleet.planning.enginefit import engine_fit, tier_fit
 from gpufleet.planning.fitting import MAX_STEADY_RHO, MeasuredPoint, fit_at_most
 
 LLAMA_8B = "meta-llama/Meta-Llama-3-8B-Instruct"
@@ -66,18 +69,61 @@ def test_fit_at_most_reads_a_growing_queue_as_saturated() -> None:
 
 
 def test_engine_fit_of_an_rtx_4090_follows_the_engine() -> None:
-    fitted = engine_fit("RTX4090", LLAMA_8B, 1, 208.0, 215.0)
-    model = fitted.model
-    assert 0 < model.fit.saturation_rps <= fitted.sustained_rps
+    fitted = engine_fit("RTX4090", model(LLAMA_8B), 1, 208.0, 215.0)
+    replica = fitted.model
+    assert 0 < replica.fit.saturation_rps <= fitted.sustained_rps
     assert len(fitted.errors()) >= 4  # most points lie below the fitted saturation
     assert max(abs(e) for e in fitted.errors()) < 0.15
-    assert not model.measured and "gpufleet.perf" in model.source
+    assert not replica.measured and "gpufleet.perf" in replica.source
     # Prefill from the engine's step time: a part of the zero-load P99, not all of it.
-    assert 0 < model.prefill_seconds < model.fit.ttft_base_seconds
+    assert 0 < replica.prefill_seconds < replica.fit.ttft_base_seconds
+    # vLLM 0.8.5's defaults on a 24 GB card, as the io.net runs had.
+    assert (replica.max_batched_tokens, replica.max_running) == (2048, 256)
 
 
 def test_engine_fit_refuses_what_it_cannot_model() -> None:
-    with pytest.raises(KeyError):
-        engine_fit("RTX4090", "no-such/model", 1, 208.0, 215.0)
-    with pytest.raises(ValueError, match="no room"):
-        engine_fit("RTX4090", "meta-llama/Meta-Llama-3-70B-Instruct", 1, 208.0, 215.0)
+    with pytest.raises(NotDerivable, match="no-such-gpu"):
+        engine_fit("no-such-gpu", model(LLAMA_8B), 1, 208.0, 215.0)
+    with pytest.raises(NotDerivable, match="no room"):
+        engine_fit("RTX4090", model("meta-llama/Meta-Llama-3-70B-Instruct"), 1, 208.0, 215.0)
+
+
+def _tier(**fields: object) -> Tier:
+    body: dict[str, object] = {
+        "name": "t",
+        "accelerator": "RTX4090",
+        "minReplicas": 0,
+        "maxReplicas": 1,
+        "pricePerGPUHour": "0.25",
+    }
+    body.update(fields)
+    return Tier.model_validate(body)
+
+
+def test_a_tier_fit_runs_the_tiers_card_model_and_vllm_settings() -> None:
+    spec = ModelSpec.model_validate({"name": LLAMA_8B, "extraArgs": ["--max-num-seqs=64"]})
+    fitted = tier_fit(_tier(), spec, 208.0, 215.0)
+    # vLLM 0.33's token budget on a 24 GB card, and the pool's own cap on running requests.
+    assert (fitted.model.max_batched_tokens, fitted.model.max_running) == (2048, 64)
+    default = tier_fit(_tier(), ModelSpec(name=LLAMA_8B), 208.0, 215.0)
+    assert default.model.max_running == 256
+    with pytest.raises(NotDerivable, match="architecture"):
+        tier_fit(_tier(), ModelSpec(name="acme/unlisted-8B"), 208.0, 215.0)
+
+
+def test_a_custom_datasheet_tier_runs_on_its_nearest_measured_cards_efficiencies() -> None:
+    sheet = {
+        "bf16TFLOPS": 165,
+        "fp8TFLOPS": 330,
+        "memoryBandwidthGBps": 1008,
+        "memoryGiB": 24,
+        "boardPowerWatts": 450,
+        "pcieGeneration": 4,
+        "peerToPeer": False,
+    }
+    custom = tier_fit(_tier(accelerator="Custom", gpu=sheet), ModelSpec(name=LLAMA_8B), 208, 215)
+    rtx = tier_fit(_tier(), ModelSpec(name=LLAMA_8B), 208.0, 215.0)
+    # An RTX 4090's datasheet as a Custom card: the 4090's fitted efficiencies, so the same
+    # replica within the datasheets' rounding.
+    assert custom.sustained_rps == pytest.approx(rtx.sustained_rps, rel=0.05)
+    assert "Custom" in custom.model.name
