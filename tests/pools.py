@@ -75,6 +75,7 @@ ACCEPTED: dict[str, dict[str, Any]] = {
     },
     "extra-arg-port-lookalike": {"spec.model.extraArgs": ["--disable-log-requests", "--hosted=x"]},
     "half-billion-model": {"spec.model.name": "Qwen/Qwen2.5-0.5B-Instruct"},
+    "engine-performance-model": {"spec.scaling.performanceModel": "Engine"},
     "custom-accelerator-by-datasheet": {
         "spec.tiers[1].accelerator": "Custom",
         "spec.tiers[1].gpu": {

@@ -106,6 +106,25 @@ def test_example_gets_its_children_and_a_ready_status(
     assert "Created tier" in described
 
 
+def test_a_pool_on_the_engine_model_plans_with_it_and_says_so(
+    kube_api: Any, namespace: str, running_operator: OperatorProcess, plane: Any
+) -> None:
+    """spec.scaling.performanceModel: Engine through the real operator: every tier is sized
+    on gpufleet.perf's engine at steady state, and status and describe say so."""
+    body = fast(load_example())
+    body["metadata"]["namespace"] = namespace
+    body["spec"]["scaling"]["performanceModel"] = "Engine"
+    create_pool(kube_api, namespace, body)
+    name = body["metadata"]["name"]
+    found = wait_for(f"{name} to converge", lambda: converged(kube_api, namespace, name), 120)
+    for t in found["spec"]["tiers"]:
+        status = tier_status(found, t["name"])
+        assert status["profile"].startswith("gpufleet.perf at steady state"), status
+        assert status["profileMeasured"] is False
+    described = kubectl(plane, "describe", "gpool", "-n", namespace, name)
+    assert "gpufleet.perf at steady state" in described
+
+
 @pytest.mark.parametrize("case", invalid_cases(), ids=lambda c: c.id)
 def test_apiserver_refuses_invalid_pools_naming_the_field(
     case: InvalidCase, plane: Any, crd: None

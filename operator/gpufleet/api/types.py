@@ -795,6 +795,13 @@ class Objectives(Model):
     )
 
 
+class PerformanceModel(StrEnum):
+    """Which model of a replica's capacity and latency the planner and the simulator use."""
+
+    PROFILES = "Profiles"
+    ENGINE = "Engine"
+
+
 class Scaling(Model):
     """How often and how carefully the operator re-decides."""
 
@@ -833,6 +840,20 @@ class Scaling(Model):
             "Run, on each preemptible tier, the replicas it is expected to lose within its "
             "lead time (at forecastPercentile), from its node loss rate learned online. "
             "Defaults to true."
+        ),
+    )
+    performance_model: PerformanceModel = Field(
+        default=PerformanceModel.PROFILES,
+        strict=False,
+        description=(
+            "The model of a replica's capacity and P99 TTFT the planner sizes with. Profiles: "
+            "fitted on io.net's 200-request vLLM runs (H100 PCIe, RTX 4090; other GPU types "
+            "moved from them), whose completed rate understates a replica under steady load "
+            "and whose H100 runs were mostly served from the prefix cache. Engine: "
+            "gpufleet's first-principles vLLM engine run at steady state with new prompts, on "
+            "the tier's GPU datasheet, the model's architecture and the tier's vLLM settings "
+            "(BENCHMARKS.md compares both with every io.net run). A tier's own profile is "
+            "used either way. Defaults to Profiles."
         ),
     )
     drain_seconds: int | None = Field(

@@ -24,7 +24,7 @@ from gpufleet.commands.common import UsageError, load_pool
 from gpufleet.planning import conditions
 from gpufleet.planning.demand import split_demand
 from gpufleet.planning.planner import plan
-from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.profiles import ProfileNotFound, pool_model
 from gpufleet.planning.records import (
     MetricsState,
     Observation,
@@ -122,10 +122,12 @@ def _verdict(verdict: Verdict) -> dict[str, Any]:
 def _profile(pool: InferencePool, tier_name: str) -> str:
     tier = next(t for t in pool.spec.tiers if t.name == tier_name)
     try:
-        model = replica_model(tier, pool.spec.model)
+        model = pool_model(tier, pool.spec)
     except ProfileNotFound:
         return "none"
-    return model.name + ("" if model.measured else " (derived)")
+    # An engine fit is named as one ("RTX4090/engine/x1"); "derived": a measured row moved.
+    engine = "/engine/" in model.name
+    return model.name + ("" if model.measured or engine else " (derived)")
 
 
 def to_json(pool: InferencePool, demand: dict[str, float], result: Plan) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from gpufleet.api.parse import InvalidPool, parse_pool
 from gpufleet.api.types import InferencePool
 from gpufleet.desired.manifests import route_weights, ttft_buckets_in
 from gpufleet.dev.twinmetrics import Histogram, PodMetrics
-from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, replica_model
+from gpufleet.planning.profiles import ACCELERATORS, ProfileNotFound, pool_model
 from gpufleet.sim.metrics import MAX_MODEL_LEN, TTFT_BUCKETS, request_tokens_buckets
 from gpufleet.sim.replica import EngineParams, Replica, engine_params
 
@@ -71,7 +71,7 @@ class PoolView:
         size = spec.model.size_billions() or 8.0
         for tier in spec.tiers:
             try:
-                engines[tier.name] = engine_params(replica_model(tier, spec.model))
+                engines[tier.name] = engine_params(pool_model(tier, spec))
             except ProfileNotFound as missing:
                 log.warning(
                     "Tier %s of %s has no profile, its pods never serve: %s",

@@ -20,16 +20,14 @@ on those same runs) sustains about 71 (`make bench-profiles`). This module fits 
 - prefill of the reference prompt: the engine's step time for that prompt alone.
 
 `engine_fit` takes the replica as gpufleet.perf names it, on vLLM 0.8.5's defaults unless told
-(the io.net runs' server); `tier_fit` takes a pool's tier and model as the operator would run
-them: the tier's card (a Custom accelerator's datasheet, on the efficiencies of the measured
-card it is profiled from), the pool's architecture and the vLLM 0.33 settings of the tier
-(`profiles.scheduler_config`).
+(the io.net runs' server); `profiles.replica_model` builds a pool's tier with it, as the
+operator runs it, when the pool asks for spec.scaling.performanceModel: Engine.
 
 `make bench-profiles` puts the model built here beside the built-in profile at every io.net
-run (P99 TTFT at the run's rate against the measurement). The planner does not read it: it
-does not yet read those runs' P99 better than the built-in profiles (the table says why), and
-switching moves every cost and capacity number the planner, the simulator and the fleet twin
-give.
+run (P99 TTFT at the run's rate against the measurement). It is not the default: it does not
+read those runs' P99 better than the built-in profiles (the table says why: prefix-cache hits
+and 200-request bursts), and making it so moves every cost and capacity number the planner,
+the simulator and the fleet twin give.
 
 Cost: about 0.2-2.5 s of engine time per (GPU type, model, GPU count, request shape), the
 most for the fastest replicas (the longest streams); cached for the process.
@@ -43,7 +41,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpufleet.api.types import ModelSpec, Tier
 from gpufleet.perf.capacity import MAX_REQUESTS, REQUESTS, STEADY_SECONDS, lengths, sustained_rps
 from gpufleet.perf.engine import simulate
 from gpufleet.perf.hardware import Gpu, gpu
@@ -54,7 +51,6 @@ from gpufleet.perf.workload import poisson_arrivals
 from gpufleet.planning.capacity import ReplicaModel
 from gpufleet.planning.derived import NotDerivable, efficiencies
 from gpufleet.planning.fitting import MeasuredPoint, fit_at_most
-from gpufleet.planning.profiles import accelerator_of, pool_arch, scheduler_config
 
 STEADY_FRACTIONS = (1 / 64, 0.25, 0.5, 0.7, 0.85, 0.95)
 # The offered -> completed curve of a 200-request benchmark (`capacity.served_from_offered`)
@@ -123,21 +119,6 @@ def engine_fit(
     the io.net runs had). NotDerivable: a GPU it does not know, or a replica that serves
     nothing (no room for the KV cache, or no finite P99)."""
     return _engine_fit(accelerator, arch, gpus, round(prompt, 1), round(output, 1), config, like)
-
-
-def tier_fit(tier: Tier, model: ModelSpec, prompt: float, output: float) -> EngineFit:
-    """`engine_fit` for a pool's tier: its card (a Custom accelerator's datasheet), the
-    pool's model (spec.model.architecture, else gpufleet.perf's table by name) and the vLLM
-    0.33 settings the tier runs (`profiles.scheduler_config`: the card's defaults, then the
-    pool's extraArgs). NotDerivable: no architecture, or what `engine_fit` refuses."""
-    arch = pool_arch(model)
-    if arch is None:
-        raise NotDerivable(f"no architecture for {model.name}: set spec.model.architecture")
-    spec, card = accelerator_of(tier)
-    like = spec.profile_from.value if spec is not None else None
-    return engine_fit(
-        card, arch, tier.gpus_per_replica, prompt, output, scheduler_config(tier, model), like
-    )
 
 
 @functools.lru_cache(maxsize=64)

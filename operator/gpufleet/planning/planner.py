@@ -42,7 +42,7 @@ from gpufleet.planning.inputs import Inputs
 from gpufleet.planning.leadtime import LeadTime, lead_times
 from gpufleet.planning.optimizer import Solution, optimize
 from gpufleet.planning.predict import energy_kwh_per_million_tokens, predicted_p99
-from gpufleet.planning.profiles import ProfileNotFound, replica_model
+from gpufleet.planning.profiles import ProfileNotFound, pool_model
 from gpufleet.planning.program import TierOption
 from gpufleet.planning.prompts import ClassPrompts, for_pass, tier_distribution
 from gpufleet.planning.records import ClassPlan, MetricsState, Observation, Plan, TierPlan
@@ -95,7 +95,7 @@ def derive_fleet(inputs: Inputs) -> Fleet:
     missing: dict[str, str] = {}
     for tier in inputs.tiers:
         try:
-            profiled[tier.name] = replica_model(tier, inputs.spec.model)
+            profiled[tier.name] = pool_model(tier, inputs.spec)
         except ProfileNotFound as why:
             missing[tier.name] = str(why)
     factors = capacity_factors(inputs, profiled)

@@ -41,7 +41,14 @@ import functools
 import math
 from dataclasses import dataclass, replace
 
-from gpufleet.api.types import Accelerator, ModelSpec, Profile, Tier
+from gpufleet.api.types import (
+    Accelerator,
+    InferencePoolSpec,
+    ModelSpec,
+    PerformanceModel,
+    Profile,
+    Tier,
+)
 from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch, tensor_parallel_refusal
 from gpufleet.perf.vllm import GIB, EngineConfig, serving_config, with_flags
@@ -53,9 +60,11 @@ from gpufleet.planning.derived import (
     arch_of,
     architecture,
     datasheet_gpu,
+    efficiencies,
     move,
     same_shape,
 )
+from gpufleet.planning.enginefit import engine_fit
 from gpufleet.planning.fitting import BuiltinProfile, MeasuredPoint, fit_points
 from gpufleet.planning.profile_data import PROFILES
 
@@ -66,6 +75,10 @@ MAX_PREFILL_SHARE_OF_BASE = 0.8
 LOAD_FIXED_SECONDS = 60.0
 LOAD_GIGABYTES_PER_SECOND = 1.0
 WEIGHT_MEMORY_FRACTION = 0.9
+# The request shape a tier's engine fit is made at (performanceModel Engine): the io.net
+# runs' mean, where the built-in profiles were fitted.
+ENGINE_PROMPT_TOKENS = 208.0
+ENGINE_OUTPUT_TOKENS = 215.0
 
 
 @dataclass(frozen=True)
@@ -120,14 +133,25 @@ def builtin_profile(accelerator: Accelerator, size: str, gpus: int) -> BuiltinPr
     return max(rows, key=lambda p: p.gpus) if rows else None
 
 
-def replica_model(tier: Tier, model: ModelSpec) -> ReplicaModel:
-    """The replica model of a tier serving `model`; raises ProfileNotFound with a hint."""
+def replica_model(
+    tier: Tier, model: ModelSpec, performance: PerformanceModel = PerformanceModel.PROFILES
+) -> ReplicaModel:
+    """The replica model of a tier serving `model`, from the profiles or, with
+    `performance` Engine, from gpufleet.perf's engine at steady state (a tier's own
+    `profile` either way); raises ProfileNotFound with a hint."""
     config = scheduler_config(tier, model)
+    if performance is PerformanceModel.ENGINE and tier.profile is None:
+        return _engine(tier, model, config)
     return replace(
         _profiled(tier, model),
         max_batched_tokens=config.max_num_batched_tokens,
         max_running=config.max_num_seqs,
     )
+
+
+def pool_model(tier: Tier, spec: InferencePoolSpec) -> ReplicaModel:
+    """`replica_model` of a pool's tier, by the pool's spec.scaling.performanceModel."""
+    return replica_model(tier, spec.model, spec.scaling.performance_model)
 
 
 def scheduler_config(tier: Tier, model: ModelSpec) -> EngineConfig:
@@ -202,6 +226,51 @@ def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
         load_seconds=model_load_seconds(params),
         measured=measured,
         source=source,
+    )
+
+
+def _engine(tier: Tier, model: ModelSpec, config: EngineConfig) -> ReplicaModel:
+    """The tier's replicas as gpufleet.perf's engine serves them at steady state, at the
+    io.net request shape (`enginefit`): its card (a Custom accelerator's datasheet, on the
+    efficiencies of the measured card it is profiled from), the pool's architecture and the
+    tier's vLLM settings."""
+    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+    arch = pool_arch(model)
+    if arch is None:
+        raise ProfileNotFound(
+            f"{where}: performanceModel Engine needs the model's shape: set spec.model.architecture"
+        )
+    refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
+    if refused is not None:
+        raise ProfileNotFound(f"{where}: {model.name}: {refused}; set gpusPerReplica")
+    spec, card = accelerator_of(tier)
+    like = spec.profile_from.value if spec is not None else None
+    try:
+        fitted = engine_fit(
+            card,
+            arch,
+            tier.gpus_per_replica,
+            ENGINE_PROMPT_TOKENS,
+            ENGINE_OUTPUT_TOKENS,
+            config,
+            like,
+        ).model
+    except NotDerivable as error:
+        raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+    params = model.size_billions() or arch.params / 1e9
+    calibrated, carried = efficiencies(card if isinstance(card, Gpu) else gpu(card), like)
+    if calibrated.measured:
+        how = "efficiencies fitted on io.net runs"
+    elif carried is not None:
+        how = f"no runs of this GPU type: {carried}'s fitted efficiencies"
+    else:
+        how = "no runs of this GPU type: typical efficiencies, not fitted"
+    return replace(
+        fitted,
+        source=f"{fitted.source} ({how})",
+        name=f"{tier.accelerator.value}/engine/x{tier.gpus_per_replica}",
+        watts=fitted.watts if spec is None else spec.watts * tier.gpus_per_replica,
+        model_load_seconds=model_load_seconds(params),
     )
 
 

@@ -131,9 +131,9 @@ class RunResult:
 
 
 def models_of(pool: InferencePool) -> dict[str, ReplicaModel]:
-    from gpufleet.planning.profiles import replica_model
+    from gpufleet.planning.profiles import pool_model
 
-    return {t.name: replica_model(t, pool.spec.model) for t in pool.spec.tiers}
+    return {t.name: pool_model(t, pool.spec) for t in pool.spec.tiers}
 
 
 class _Run:

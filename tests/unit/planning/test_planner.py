@@ -999,3 +999,17 @@ def test_no_tier_with_a_profile_keeps_minimum_replicas_and_says_so() -> None:
     assert weights(p) == {"batch": {"rtx4090": 100}}  # somewhere rather than nowhere
     assert p.objectives.status is False and p.objectives.reason is Reason.NO_ELIGIBLE_TIER
     assert "do not fit" in p.message
+
+
+@pytest.mark.timeout(30)  # the engine fits each tier once per process, about 1-3 s a tier
+def test_a_pool_on_the_engine_model_sizes_with_it_and_says_so() -> None:
+    """spec.scaling.performanceModel Engine: the same demand on the engine's steady-state
+    replicas, which hold several times what the profile's 200-request runs completed."""
+    demands = {"realtime": 16000, "batch": 30000}
+    profiled = steady(demands)
+    engine = steady(demands, pool_spec=spec(scaling={"performanceModel": "Engine"}))
+    assert replicas(engine)["h100"] < replicas(profiled)["h100"]
+    assert weights(engine)["realtime"] == {"h100": 100}
+    h100_tier = engine.tiers["h100"]
+    assert h100_tier.profile is not None and "gpufleet.perf at steady state" in h100_tier.profile
+    assert h100_tier.profile_measured is False
