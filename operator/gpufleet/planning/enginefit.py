@@ -29,8 +29,9 @@ read those runs' P99 better than the built-in profiles (the table says why: pref
 and 200-request bursts), and making it so moves every cost and capacity number the planner,
 the simulator and the fleet twin give.
 
-Cost: about 0.2-2.5 s of engine time per (GPU type, model, GPU count, request shape), the
-most for the fastest replicas (the longest streams); cached for the process.
+Cost: about 0.2-2.5 s of engine time per (GPU type, model, GPU count, vLLM settings, request
+shape), the most for the fastest replicas (the longest streams); cached for the process
+(CACHED_FITS).
 """
 
 from __future__ import annotations
@@ -53,6 +54,9 @@ from gpufleet.planning.derived import NotDerivable, efficiencies
 from gpufleet.planning.fitting import MeasuredPoint, fit_at_most
 
 STEADY_FRACTIONS = (1 / 64, 0.25, 0.5, 0.7, 0.85, 0.95)
+# Fits kept per process: an operator refits a (card, model, GPUs, vLLM settings) only when
+# more distinct ones than this are in use, each a few kilobytes.
+CACHED_FITS = 1024
 # The offered -> completed curve of a 200-request benchmark (`capacity.served_from_offered`)
 # has no meaning at steady state; a steep one keeps served = offered up to saturation.
 STEADY_SHARPNESS = 8.0
@@ -121,7 +125,7 @@ def engine_fit(
     return _engine_fit(accelerator, arch, gpus, round(prompt, 1), round(output, 1), config, like)
 
 
-@functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=CACHED_FITS)
 def _engine_fit(
     accelerator: str | Gpu,
     arch: ModelArch,
