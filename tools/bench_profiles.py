@@ -79,6 +79,32 @@ def _burst_fit(row):  # type: ignore[no-untyped-def]
     return fit_points(points).fit
 
 
+def _tier(accelerator: str, gpus: int):  # type: ignore[no-untyped-def]
+    """A one-replica tier of `gpus` x `accelerator`, for asking the planner's profiles."""
+    from gpufleet.api.types import Tier
+
+    return Tier.model_validate(
+        {
+            "name": "t",
+            "accelerator": accelerator,
+            "gpusPerReplica": gpus,
+            "minReplicas": 0,
+            "maxReplicas": 1,
+            "pricePerGPUHour": "1.00",
+        }
+    )
+
+
+def _spec(name: str):  # type: ignore[no-untyped-def]
+    """The pool's model spec for an io.net model name."""
+    from gpufleet.api.types import ModelSpec
+
+    try:
+        return ModelSpec(name=name)
+    except ValueError:  # phi-4: no size in its name, 14B on its model card
+        return ModelSpec(name=name, parameters_billions=14)
+
+
 def _within(errors: list[float], bound: float) -> str:
     return f"{sum(e <= bound for e in errors) / len(errors):.0%}" if errors else "-"
 
@@ -87,7 +113,7 @@ def _other_models() -> list[str]:
     """Table 3: runs of models that are not their row's, moved vs unchanged."""
     import math
 
-    from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.api.types import ModelSpec
     from gpufleet.perf.ionet import load_runs
     from gpufleet.planning.profiles import ProfileNotFound, replica_model
 
@@ -109,20 +135,8 @@ def _other_models() -> list[str]:
 
     for run in runs:
         accelerator = "H100-PCIe-80GB" if "H100" in run.gpu else "RTX4090"
-        tier = Tier.model_validate(
-            {
-                "name": "t",
-                "accelerator": accelerator,
-                "gpusPerReplica": run.gpus,
-                "minReplicas": 0,
-                "maxReplicas": 1,
-                "pricePerGPUHour": "1.00",
-            }
-        )
-        try:
-            spec = ModelSpec(name=run.model)
-        except ValueError:  # phi-4: no size in its name, 14B on its model card
-            spec = ModelSpec(name=run.model, parameters_billions=14)
+        tier = _tier(accelerator, run.gpus)
+        spec = _spec(run.model)
         try:
             moved = replica_model(tier, spec)
             size = round(float(moved.name.split("/")[1].removesuffix("B")))
@@ -286,23 +300,10 @@ def _engine_fits() -> list[str]:
 
 def _builtin(accelerator: str, name: str, gpus: int):  # type: ignore[no-untyped-def]
     """The built-in profile the planner reads for these replicas, None when it has none."""
-    from gpufleet.api.types import ModelSpec, Tier
     from gpufleet.planning.profiles import ProfileNotFound, replica_model
 
-    tier = Tier.model_validate(
-        {
-            "name": "t",
-            "accelerator": accelerator,
-            "gpusPerReplica": gpus,
-            "minReplicas": 0,
-            "maxReplicas": 1,
-            "pricePerGPUHour": "1.00",
-        }
-    )
-    try:
-        spec = ModelSpec(name=name)
-    except ValueError:  # phi-4: no size in its name, 14B on its model card
-        spec = ModelSpec(name=name, parameters_billions=14)
+    tier = _tier(accelerator, gpus)
+    spec = _spec(name)
     try:
         return replica_model(tier, spec)
     except ProfileNotFound:
@@ -338,7 +339,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-write", action="store_true", help="print only")
     args = parser.parse_args(argv)
 
-    from gpufleet.api.types import ModelSpec, Tier
+    from gpufleet.api.types import ModelSpec
     from gpufleet.perf.models import model
     from gpufleet.planning.derived import engine_numbers
     from gpufleet.planning.profile_data import PROFILES
@@ -392,16 +393,7 @@ def main(argv: list[str] | None = None) -> int:
         "|---|---|---|---|---|---|",
     ]
     for accelerator, name, gpus in DERIVED:
-        tier = Tier.model_validate(
-            {
-                "name": "t",
-                "accelerator": accelerator,
-                "gpusPerReplica": gpus,
-                "minReplicas": 0,
-                "maxReplicas": 1,
-                "pricePerGPUHour": "1.00",
-            }
-        )
+        tier = _tier(accelerator, gpus)
         m = replica_model(tier, ModelSpec(name=name))
         p, o = m.prompt_tokens, m.output_tokens
         frm = m.source.split(" from ", 1)[1].split(":", 1)[0]

@@ -50,6 +50,7 @@ from gpufleet.perf.engine import EngineResult, simulate
 from gpufleet.perf.hardware import Gpu, gpu
 from gpufleet.perf.models import ModelArch, model
 from gpufleet.perf.roofline import Replica
+from gpufleet.perf.vllm import EngineConfig
 from gpufleet.perf.workload import benchmark_workload
 from gpufleet.planning.capacity import Fit
 
@@ -86,16 +87,20 @@ class Moved:
 
     def note(self, row: str) -> str:
         t = self.target
-        if t.calibrated:
-            how = "efficiencies fitted on io.net runs"
-        elif t.efficiencies_of is not None:
-            how = f"no runs of this GPU type: {t.efficiencies_of}'s fitted efficiencies"
-        else:
-            how = "no runs of this GPU type: typical efficiencies, not fitted"
+        how = calibration_note(t.calibrated, t.efficiencies_of)
         return (
             f"derived by gpufleet.perf from {row}: {self.throughput_ratio:.2f}x its sustained "
             f"throughput ({t.model} on {t.gpus}x {t.gpu}; {how})"
         )
+
+
+def calibration_note(calibrated: bool, carried: str | None) -> str:
+    """Where a GPU type's efficiencies in the engine came from, for a profile's source."""
+    if calibrated:
+        return "efficiencies fitted on io.net runs"
+    if carried is not None:
+        return f"no runs of this GPU type: {carried}'s fitted efficiencies"
+    return "no runs of this GPU type: typical efficiencies, not fitted"
 
 
 def arch_of(name: str) -> ModelArch | None:
@@ -173,6 +178,30 @@ def efficiencies(card: Gpu, like: str | None) -> tuple[Calibration, str | None]:
     return Calibration(card.name, carried.efficiency, False, cal.datasheet_only), carried.gpu
 
 
+def engine_replica(
+    accelerator: str | Gpu,
+    arch: ModelArch,
+    gpus: int,
+    like: str | None,
+    config: EngineConfig | None = None,
+) -> tuple[Replica, Calibration, str | None]:
+    """The engine's replica of `gpus` x `accelerator` (a name gpufleet.perf knows, or a
+    datasheet's row) serving `arch` on `efficiencies(card, like)`, with those efficiencies
+    and the GPU type they came from; NotDerivable for an unknown GPU or no room for KV."""
+    try:
+        card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
+    except KeyError as error:
+        raise NotDerivable(str(error.args[0])) from None
+    cal, carried = efficiencies(card, like)
+    replica = Replica(card, arch, gpus, cal.efficiency, config)
+    if not replica.fits():
+        raise NotDerivable(
+            f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name} "
+            f"({card.memory_gib:g} GiB each)"
+        )
+    return replica, cal, carried
+
+
 @functools.lru_cache(maxsize=128)
 def _numbers(
     accelerator: str | Gpu,
@@ -182,17 +211,8 @@ def _numbers(
     output: float,
     like: str | None,
 ) -> EngineNumbers:
-    try:
-        card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
-    except KeyError as error:
-        raise NotDerivable(str(error.args[0])) from None
-    cal, carried = efficiencies(card, like)
-    replica = Replica(card, arch, gpus, cal.efficiency)
-    if not replica.fits():
-        raise NotDerivable(
-            f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name} "
-            f"({card.memory_gib:g} GiB each)"
-        )
+    replica, cal, carried = engine_replica(accelerator, arch, gpus, like)
+    card = replica.gpu
     throughput = sustained_rps(replica, prompt, output)
     if throughput <= 0:
         raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: most requests never served")

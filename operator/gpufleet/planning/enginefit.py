@@ -44,13 +44,13 @@ import numpy as np
 
 from gpufleet.perf.capacity import MAX_REQUESTS, REQUESTS, STEADY_SECONDS, lengths, sustained_rps
 from gpufleet.perf.engine import simulate
-from gpufleet.perf.hardware import Gpu, gpu
+from gpufleet.perf.hardware import Gpu
 from gpufleet.perf.models import ModelArch
 from gpufleet.perf.roofline import Replica
 from gpufleet.perf.vllm import EngineConfig
 from gpufleet.perf.workload import poisson_arrivals
 from gpufleet.planning.capacity import ReplicaModel
-from gpufleet.planning.derived import NotDerivable, efficiencies
+from gpufleet.planning.derived import NotDerivable, engine_replica
 from gpufleet.planning.fitting import MeasuredPoint, fit_at_most
 
 STEADY_FRACTIONS = (1 / 64, 0.25, 0.5, 0.7, 0.85, 0.95)
@@ -135,14 +135,8 @@ def _engine_fit(
     config: EngineConfig | None,
     like: str | None,
 ) -> EngineFit:
-    try:
-        card = accelerator if isinstance(accelerator, Gpu) else gpu(accelerator)
-    except KeyError as error:
-        raise NotDerivable(str(error.args[0])) from None
-    cal, _ = efficiencies(card, like)
-    replica = Replica(card, arch, gpus, cal.efficiency, config)
-    if not replica.fits():
-        raise NotDerivable(f"{arch.name} leaves no room for the KV cache on {gpus} x {card.name}")
+    replica, _, _ = engine_replica(accelerator, arch, gpus, like, config)
+    card = replica.gpu
     sustained = sustained_rps(replica, prompt, output)
     if sustained <= 0:
         raise NotDerivable(f"{arch.name} on {gpus} x {card.name}: most requests never served")

@@ -59,6 +59,7 @@ from gpufleet.planning.derived import (
     Side,
     arch_of,
     architecture,
+    calibration_note,
     datasheet_gpu,
     efficiencies,
     move,
@@ -259,15 +260,9 @@ def _engine(tier: Tier, model: ModelSpec, config: EngineConfig) -> ReplicaModel:
         raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
     params = model.size_billions() or arch.params / 1e9
     calibrated, carried = efficiencies(card if isinstance(card, Gpu) else gpu(card), like)
-    if calibrated.measured:
-        how = "efficiencies fitted on io.net runs"
-    elif carried is not None:
-        how = f"no runs of this GPU type: {carried}'s fitted efficiencies"
-    else:
-        how = "no runs of this GPU type: typical efficiencies, not fitted"
     return replace(
         fitted,
-        source=f"{fitted.source} ({how})",
+        source=f"{fitted.source} ({calibration_note(calibrated.measured, carried)})",
         name=f"{tier.accelerator.value}/engine/x{tier.gpus_per_replica}",
         watts=fitted.watts if spec is None else spec.watts * tier.gpus_per_replica,
         model_load_seconds=model_load_seconds(params),
