@@ -291,9 +291,10 @@ def _engine_fits() -> list[str]:
         f"{_within(rest['built-in'], 0.15)}, engine fit {_within(rest['engine'], 0.15)}; within "
         f"30%: {_within(rest['built-in'], 0.30)} and {_within(rest['engine'], 0.30)}. The warm "
         "RTX 4090 tensor-parallel runs hold the host lag of the model section, which neither "
-        "model has. The planner keeps the built-in profiles for now: "
-        "switching moves every number it, the simulator and the fleet twin give "
-        "(`issues show 14`).",
+        "model has. The built-in profiles stay the default (switching moves every number the "
+        "planner, the simulator and the fleet twin give: `issues show 14`); a pool sizes on "
+        "the engine fit with `spec.scaling.performanceModel: Engine`, fitted per tier on its "
+        "own card, model and vLLM 0.33 settings.",
     ]
     return out
 
