@@ -852,8 +852,9 @@ class Scaling(Model):
             "and whose H100 runs were mostly served from the prefix cache. Engine: "
             "gpufleet's first-principles vLLM engine run at steady state with new prompts, on "
             "the tier's GPU datasheet, the model's architecture and the tier's vLLM settings "
-            "(BENCHMARKS.md compares both with every io.net run). A tier's own profile is "
-            "used either way. Defaults to Profiles."
+            "(BENCHMARKS.md compares both with every io.net run); a model whose shape "
+            "gpufleet does not know is sized on its profile until spec.model.architecture is "
+            "set. A tier's own profile is used either way. Defaults to Profiles."
         ),
     )
     drain_seconds: int | None = Field(

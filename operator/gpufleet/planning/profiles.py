@@ -80,6 +80,10 @@ WEIGHT_MEMORY_FRACTION = 0.9
 # runs' mean, where the built-in profiles were fitted.
 ENGINE_PROMPT_TOKENS = 208.0
 ENGINE_OUTPUT_TOKENS = 215.0
+ENGINE_NEEDS_SHAPE = (
+    "performanceModel Engine needs the model's shape (spec.model.architecture): "
+    "sized on this profile until it is set"
+)
 
 
 @dataclass(frozen=True)
@@ -141,10 +145,15 @@ def replica_model(
     `performance` Engine, from gpufleet.perf's engine at steady state (a tier's own
     `profile` either way); raises ProfileNotFound with a hint."""
     config = scheduler_config(tier, model)
-    if performance is PerformanceModel.ENGINE and tier.profile is None:
-        return _engine(tier, model, config)
+    engine = performance is PerformanceModel.ENGINE and tier.profile is None
+    arch = pool_arch(model)
+    if engine and arch is not None:
+        return _engine(tier, model, arch, config)
+    profiled = _profiled(tier, model)
+    if engine:  # a model of unknown shape keeps serving on its profile, which says so
+        profiled = replace(profiled, source=f"{profiled.source}; {ENGINE_NEEDS_SHAPE}")
     return replace(
-        _profiled(tier, model),
+        profiled,
         max_batched_tokens=config.max_num_batched_tokens,
         max_running=config.max_num_seqs,
     )
@@ -230,17 +239,12 @@ def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
     )
 
 
-def _engine(tier: Tier, model: ModelSpec, config: EngineConfig) -> ReplicaModel:
+def _engine(tier: Tier, model: ModelSpec, arch: ModelArch, config: EngineConfig) -> ReplicaModel:
     """The tier's replicas as gpufleet.perf's engine serves them at steady state, at the
     io.net request shape (`enginefit`): its card (a Custom accelerator's datasheet, on the
     efficiencies of the measured card it is profiled from), the pool's architecture and the
     tier's vLLM settings."""
     where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
-    arch = pool_arch(model)
-    if arch is None:
-        raise ProfileNotFound(
-            f"{where}: performanceModel Engine needs the model's shape: set spec.model.architecture"
-        )
     refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
     if refused is not None:
         raise ProfileNotFound(f"{where}: {model.name}: {refused}; set gpusPerReplica")

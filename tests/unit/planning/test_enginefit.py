@@ -128,8 +128,10 @@ def test_an_h100s_engine_model_holds_the_load_its_profile_understates() -> None:
 
 
 def test_an_engine_tier_says_what_it_needs() -> None:
-    with pytest.raises(ProfileNotFound, match="architecture"):
-        replica_model(_tier(), ModelSpec(name="acme/unlisted-8B"), ENGINE)
+    # A model of unknown shape keeps its pool serving on the profile, and says why.
+    unknown = replica_model(_tier(), ModelSpec(name="acme/unlisted-8B"), ENGINE)
+    assert unknown.source.endswith("sized on this profile until it is set")
+    assert "spec.model.architecture" in unknown.source and "/engine/" not in unknown.name
     with pytest.raises(ProfileNotFound, match="no room"):
         replica_model(_tier(), ModelSpec(name="meta-llama/Meta-Llama-3-70B-Instruct"), ENGINE)
     # The tier's own measured points win over either model.
