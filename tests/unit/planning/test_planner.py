@@ -1001,7 +1001,7 @@ def test_no_tier_with_a_profile_keeps_minimum_replicas_and_says_so() -> None:
     assert "do not fit" in p.message
 
 
-@pytest.mark.timeout(30)  # the engine fits each tier once per process, about 1-3 s a tier
+@pytest.mark.timeout(30)  # the engine fits each tier once per process, 0.2-2.5 s a tier
 def test_a_pool_on_the_engine_model_sizes_with_it_and_says_so() -> None:
     """spec.scaling.performanceModel Engine: the same demand on the engine's steady-state
     replicas, which hold several times what the profile's 200-request runs completed."""
