@@ -78,6 +78,8 @@ class EngineFit:
     model: ReplicaModel
     sustained_rps: float
     points: tuple[SteadyPoint, ...]
+    calibrated: bool  # the GPU type's efficiencies were fitted on io.net runs
+    efficiencies_of: str | None  # not calibrated: the GPU type whose efficiencies it ran on
 
     def errors(self) -> tuple[float, ...]:
         """The fitted P99 / the engine's - 1 at each point below the fitted saturation (a
@@ -135,7 +137,7 @@ def _engine_fit(
     config: EngineConfig | None,
     like: str | None,
 ) -> EngineFit:
-    replica, _, _ = engine_replica(accelerator, arch, gpus, like, config)
+    replica, calibration, carried = engine_replica(accelerator, arch, gpus, like, config)
     card = replica.gpu
     sustained = sustained_rps(replica, prompt, output)
     if sustained <= 0:
@@ -173,4 +175,4 @@ def _engine_fit(
         max_batched_tokens=replica.engine.max_num_batched_tokens,
         max_running=replica.engine.max_num_seqs,
     )
-    return EngineFit(replica_model, sustained, points)
+    return EngineFit(replica_model, sustained, points, calibration.measured, carried)

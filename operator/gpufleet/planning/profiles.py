@@ -61,7 +61,6 @@ from gpufleet.planning.derived import (
     architecture,
     calibration_note,
     datasheet_gpu,
-    efficiencies,
     move,
     same_shape,
 )
@@ -145,11 +144,15 @@ def replica_model(
     `performance` Engine, from gpufleet.perf's engine at steady state (a tier's own
     `profile` either way); raises ProfileNotFound with a hint."""
     config = scheduler_config(tier, model)
-    engine = performance is PerformanceModel.ENGINE and tier.profile is None
     arch = pool_arch(model)
+    if arch is not None:
+        refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
+        if refused is not None:  # its pods would never start: no class can go there
+            raise ProfileNotFound(f"{_where(tier)}: {model.name}: {refused}; set gpusPerReplica")
+    engine = performance is PerformanceModel.ENGINE and tier.profile is None
     if engine and arch is not None:
         return _engine(tier, model, arch, config)
-    profiled = _profiled(tier, model)
+    profiled = _profiled(tier, model, arch)
     if engine:  # a model of unknown shape keeps serving on its profile, which says so
         profiled = replace(profiled, source=f"{profiled.source}; {ENGINE_NEEDS_SHAPE}")
     return replace(
@@ -177,14 +180,15 @@ def scheduler_config(tier: Tier, model: ModelSpec) -> EngineConfig:
     return with_flags(config, list(model.extra_args))
 
 
-def _profiled(tier: Tier, model: ModelSpec) -> ReplicaModel:
+def _where(tier: Tier) -> str:
+    return f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+
+
+def _profiled(tier: Tier, model: ModelSpec, arch: ModelArch | None) -> ReplicaModel:
+    """The tier's profile: its own points, else the built-in row (moved where it differs);
+    `arch` is the pool's model as gpufleet.perf computes it (None: unknown shape)."""
     params = model.size_billions()
-    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
-    arch = pool_arch(model)
-    if arch is not None:
-        refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
-        if refused is not None:  # its pods would never start: no class can go there
-            raise ProfileNotFound(f"{where}: {model.name}: {refused}; set gpusPerReplica")
+    where = _where(tier)
     if tier.profile is not None:
         return _from_spec(tier, tier.profile, params)
     if params is None:
@@ -244,14 +248,10 @@ def _engine(tier: Tier, model: ModelSpec, arch: ModelArch, config: EngineConfig)
     io.net request shape (`enginefit`): its card (a Custom accelerator's datasheet, on the
     efficiencies of the measured card it is profiled from), the pool's architecture and the
     tier's vLLM settings."""
-    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
-    refused = tensor_parallel_refusal(arch.heads, arch.kv_heads, tier.gpus_per_replica)
-    if refused is not None:
-        raise ProfileNotFound(f"{where}: {model.name}: {refused}; set gpusPerReplica")
     spec, card = accelerator_of(tier)
     like = spec.profile_from.value if spec is not None else None
     try:
-        fitted = engine_fit(
+        fit = engine_fit(
             card,
             arch,
             tier.gpus_per_replica,
@@ -259,14 +259,14 @@ def _engine(tier: Tier, model: ModelSpec, arch: ModelArch, config: EngineConfig)
             ENGINE_OUTPUT_TOKENS,
             config,
             like,
-        ).model
+        )
     except NotDerivable as error:
-        raise ProfileNotFound(f"{where}: {error}; set tiers[].profile") from None
+        raise ProfileNotFound(f"{_where(tier)}: {error}; set tiers[].profile") from None
+    fitted = fit.model
     params = model.size_billions() or arch.params / 1e9
-    calibrated, carried = efficiencies(card if isinstance(card, Gpu) else gpu(card), like)
     return replace(
         fitted,
-        source=f"{fitted.source} ({calibration_note(calibrated.measured, carried)})",
+        source=f"{fitted.source} ({calibration_note(fit.calibrated, fit.efficiencies_of)})",
         name=f"{tier.accelerator.value}/engine/x{tier.gpus_per_replica}",
         watts=fitted.watts if spec is None else spec.watts * tier.gpus_per_replica,
         model_load_seconds=model_load_seconds(params),
@@ -310,7 +310,7 @@ def _moved(
     card: str | Gpu,
 ) -> ReplicaModel:
     """A GPU type io.net never measured: its family's row moved by gpufleet.perf."""
-    where = f"tier {tier.name} ({tier.accelerator.value} x{tier.gpus_per_replica})"
+    where = _where(tier)
     families = [spec.profile_from] + [a for a in MEASURED if a != spec.profile_from]
     rows = [
         p for a in families for p in PROFILES if p.accelerator == a.value and p.size_class == size
